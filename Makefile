@@ -1,0 +1,37 @@
+# Two entry points matter: `make demo` (the main job) and `make test` (the whole suite, as CI runs it).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest kafka-fetch bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+kafka-fetch: $(STAMP)
+	$(PY) -m aioproducer.testing.kafka fetch
+
+demo: $(STAMP) kafka-fetch
+	$(PY) -m aioproducer demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check aioproducer tests examples bench
+	$(VENV)/bin/ruff format --check aioproducer tests examples bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP) kafka-fetch
+	$(PY) -m pytest -p no:cacheprovider
+
+test: lint typecheck pytest
+
+bench: $(STAMP) kafka-fetch
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache
