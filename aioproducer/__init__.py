@@ -1,0 +1,40 @@
+"""aioproducer: an asyncio-native Kafka producer that speaks the Kafka wire protocol itself.
+
+>>> async with Producer(bootstrap_servers="127.0.0.1:9092") as producer:   # doctest: +SKIP
+...     metadata = await producer.send_and_wait("events", b"hello")
+"""
+
+from __future__ import annotations
+
+# Defined before the imports below: the protocol core reports it to brokers.
+__version__ = "0.1.0.dev0"
+
+from .accumulator import DeliveryHandle, RecordMetadata
+from .config import ProducerConfig
+from .errors import (
+    BufferFullError,
+    ConfigError,
+    DeliveryTimeoutError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    SerializationError,
+)
+from .producer import Producer
+
+__all__ = [
+    "BufferFullError",
+    "ConfigError",
+    "DeliveryHandle",
+    "DeliveryTimeoutError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "Producer",
+    "ProducerClosedError",
+    "ProducerConfig",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "SerializationError",
+    "__version__",
+]

@@ -1,0 +1,376 @@
+"""Cluster view: bootstrap, metadata cache and refresh, leaders, one connection per broker.
+
+Metadata is fetched only for the topics this producer uses (never "all topics"), by one
+task that owns the refresh; everyone else reads the current immutable snapshot or waits
+for the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .config import ProducerConfig
+from .connection import BrokerConnection
+from .errors import (
+    AuthenticationError,
+    ConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    error_class_for_code,
+    error_for_code,
+)
+from .protocol.messages import MetadataRequest, MetadataResponse
+
+__all__ = ["Cluster", "ClusterSnapshot", "TopicInfo"]
+
+log = logging.getLogger("aioproducer.cluster")
+
+_BOOTSTRAP_BASE = -1000  # node ids used for bootstrap addresses before metadata is known
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """Partitions of one topic and their leaders."""
+
+    name: str
+    partitions: tuple[int, ...]
+    leaders: dict[int, int]
+    leader_epochs: dict[int, int]
+    #: Partitions with a live leader, for keyless records.
+    available: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """One immutable view of the cluster, replaced whole on each refresh."""
+
+    brokers: dict[int, tuple[str, int]]
+    topics: dict[str, TopicInfo]
+    #: topic -> error code for topics the last refresh could not describe.
+    topic_errors: dict[str, int]
+    cluster_id: str | None = None
+    controller_id: int = -1
+
+
+class Cluster:
+    """Connections and metadata for one producer. Start it with :meth:`run` in a task group."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        authenticator: Callable[[BrokerConnection], Any] | None = None,
+    ) -> None:
+        self.config = config
+        self._authenticator = authenticator
+        self.snapshot = ClusterSnapshot({}, {}, {})
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._connections: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, anyio.Event] = {}
+        self._connect_errors: dict[int, BaseException] = {}
+        self._backoff_until: dict[int, float] = {}
+        self._backoff_attempts: dict[int, int] = {}
+        self._topics: dict[str, float] = {}  # topics in use -> time first asked
+        self._refresh_wanted = anyio.Event()
+        self._updated = anyio.Event()
+        self._last_refresh = 0.0
+        self.last_error: BaseException | None = None
+        self.fatal_error: BaseException | None = None
+        self._bootstrap_index = random.randrange(len(config.bootstrap_list))
+        #: Called with each new snapshot (the sender uses it to wake up).
+        self.on_update: Callable[[], None] | None = None
+
+    # -- connections -----------------------------------------------------------------------
+
+    def bind(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Use ``task_group`` to own connection tasks."""
+        self._task_group = task_group
+
+    def connection_if_ready(self, node_id: int) -> BrokerConnection | None:
+        """The open connection to ``node_id``; starts connecting in the background if none."""
+        conn = self._connections.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        if (
+            node_id not in self._connecting
+            and self._task_group is not None
+            and time.monotonic() >= self._backoff_until.get(node_id, 0.0)
+        ):
+            self._task_group.start_soon(self._connect_quietly, node_id)
+        return None
+
+    def is_backing_off(self, node_id: int) -> bool:
+        """Whether a connection attempt to ``node_id`` failed recently."""
+        return time.monotonic() < self._backoff_until.get(node_id, 0.0)
+
+    async def _connect_quietly(self, node_id: int) -> None:
+        with contextlib.suppress(KafkaError):
+            await self.connect(node_id)
+        if self.on_update is not None:
+            self.on_update()
+
+    async def connect(self, node_id: int) -> BrokerConnection:
+        """Return an open connection to ``node_id``, opening one if needed."""
+        conn = self._connections.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        waiting = self._connecting.get(node_id)
+        if waiting is not None:
+            await waiting.wait()
+            conn = self._connections.get(node_id)
+            if conn is not None and not conn.closed:
+                return conn
+            raise self._connect_errors.get(node_id) or ConnectionError(
+                f"cannot connect to node {node_id}"
+            )
+        address = self._address(node_id)
+        if address is None:
+            raise ConnectionError(f"node {node_id} is not in the cluster metadata")
+        assert self._task_group is not None, "Cluster.bind() was not called"
+        event = self._connecting[node_id] = anyio.Event()
+        conn = BrokerConnection(
+            address[0],
+            address[1],
+            node_id=node_id,
+            client_id=self.config.client_id,
+            request_timeout=self.config.request_timeout_ms / 1000,
+            ssl_context=self._ssl_context(),
+            authenticator=self._authenticator,
+        )
+        try:
+            await conn.open(self._task_group, self.config.request_timeout_ms / 1000)
+        except KafkaError as exc:
+            self._connect_errors[node_id] = exc
+            self.last_error = exc
+            if isinstance(exc, AuthenticationError):
+                self.fatal_error = exc
+            attempts = self._backoff_attempts.get(node_id, 0) + 1
+            self._backoff_attempts[node_id] = attempts
+            self._backoff_until[node_id] = time.monotonic() + _backoff(
+                attempts,
+                self.config.reconnect_backoff_ms / 1000,
+                self.config.reconnect_backoff_max_ms / 1000,
+            )
+            log.debug("connecting to node %s failed: %s", node_id, exc)
+            raise
+        finally:
+            del self._connecting[node_id]
+            event.set()
+        self._connections[node_id] = conn
+        self._backoff_attempts.pop(node_id, None)
+        self._backoff_until.pop(node_id, None)
+        self._connect_errors.pop(node_id, None)
+        return conn
+
+    def _ssl_context(self) -> Any:
+        if self.config.security_protocol in ("SSL", "SASL_SSL"):
+            if self.config.ssl_context is not None:
+                return self.config.ssl_context
+            import ssl
+
+            return ssl.create_default_context()
+        return None
+
+    def _address(self, node_id: int) -> tuple[str, int] | None:
+        if node_id <= _BOOTSTRAP_BASE:
+            index = _BOOTSTRAP_BASE - node_id
+            return self.config.bootstrap_list[index]
+        return self.snapshot.brokers.get(node_id)
+
+    def disconnect(self, node_id: int, reason: BaseException) -> None:
+        """Drop the connection to ``node_id`` (its in-flight requests fail with ``reason``)."""
+        conn = self._connections.pop(node_id, None)
+        if conn is not None:
+            conn.close_nowait(reason)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        conns = list(self._connections.values())
+        self._connections.clear()
+        for conn in conns:
+            await conn.aclose()
+
+    def least_loaded_candidates(self) -> list[int]:
+        """Node ids to ask for metadata: connected ones first (fewest in flight), then others."""
+        live = [c for c in self._connections.values() if not c.closed]
+        live.sort(key=lambda c: c.in_flight)
+        ids = [c.node_id for c in live]
+        known = [n for n in self.snapshot.brokers if n not in ids]
+        random.shuffle(known)
+        ids.extend(known)
+        n = len(self.config.bootstrap_list)
+        boot = [_BOOTSTRAP_BASE - ((self._bootstrap_index + i) % n) for i in range(n)]
+        ids.extend(b for b in boot if b not in ids)
+        return ids
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def add_topics(self, topics: Iterable[str]) -> None:
+        """Track ``topics`` in metadata refreshes (and ask for a refresh if any is new)."""
+        new = False
+        now = time.monotonic()
+        for topic in topics:
+            if topic not in self._topics:
+                self._topics[topic] = now
+                new = True
+        if new:
+            self.request_refresh()
+
+    def request_refresh(self) -> None:
+        """Ask the metadata task to refresh soon."""
+        self._refresh_wanted.set()
+
+    async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
+        """Wait until ``topic`` is in the metadata, up to ``timeout`` seconds."""
+        info = self.snapshot.topics.get(topic)
+        if info is not None:
+            return info
+        self.add_topics((topic,))
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.fatal_error is not None:
+                raise self.fatal_error
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            updated = self._updated
+            with anyio.move_on_after(remaining):
+                await updated.wait()
+            info = self.snapshot.topics.get(topic)
+            if info is not None:
+                return info
+            code = self.snapshot.topic_errors.get(topic)
+            if code is not None and not error_class_for_code(code).retriable:
+                raise error_for_code(code, f"topic {topic!r}")
+        code = self.snapshot.topic_errors.get(topic)
+        ms = timeout * 1000
+        if code == UnknownTopicOrPartitionError.code:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} not present in metadata after {ms:.0f} ms "
+                "(it does not exist and the broker does not create topics automatically)"
+            )
+        if not self.snapshot.brokers and self.last_error is not None:
+            raise KafkaTimeoutError(
+                f"no broker reachable within max_block_ms ({ms:.0f} ms): {self.last_error}"
+            )
+        raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {ms:.0f} ms")
+
+    async def run(self) -> None:
+        """The metadata task: refresh on request (with backoff) and at ``metadata_max_age_ms``."""
+        max_age = self.config.metadata_max_age_ms / 1000
+        backoff_min = self.config.retry_backoff_ms / 1000
+        backoff_max = self.config.retry_backoff_max_ms / 1000
+        attempts = 0
+        while True:
+            since = time.monotonic() - self._last_refresh
+            wait = max(0.0, max_age - since)
+            with anyio.move_on_after(wait):
+                await self._refresh_wanted.wait()
+            # Coalesce bursts of requests, and never hammer a struggling cluster.
+            if attempts:
+                await anyio.sleep(_backoff(attempts, backoff_min, backoff_max))
+            self._refresh_wanted = anyio.Event()
+            try:
+                await self.refresh()
+                attempts = 0
+            except KafkaError as exc:
+                self.last_error = exc
+                attempts += 1
+                log.debug("metadata refresh failed: %s", exc)
+                self._refresh_wanted.set()
+                self._notify()
+
+    async def refresh(self) -> ClusterSnapshot:
+        """Fetch metadata for the tracked topics from the least loaded reachable broker."""
+        last: BaseException | None = None
+        for node_id in self.least_loaded_candidates():
+            if self.is_backing_off(node_id) and node_id not in self._connections:
+                continue
+            try:
+                conn = await self.connect(node_id)
+                request = MetadataRequest(
+                    topics=sorted(self._topics),
+                    allow_auto_topic_creation=self.config.allow_auto_create_topics,
+                )
+                if not request.topics and conn.versions.get(request.API_KEY, 0) == 0:
+                    # v0 cannot ask for "no topics"; any cheap answer will do.
+                    pass
+                response: MetadataResponse = await conn.request(request)
+            except AuthenticationError:
+                raise
+            except KafkaError as exc:
+                last = exc
+                continue
+            self._apply(response)
+            return self.snapshot
+        if last is None:
+            # Everything is backing off: wait for the earliest backoff to end.
+            soonest = min(self._backoff_until.values(), default=time.monotonic())
+            await anyio.sleep(max(0.0, soonest - time.monotonic()))
+            raise self.last_error or ConnectionError("no broker reachable")
+        raise last
+
+    def _apply(self, response: MetadataResponse) -> None:
+        brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        topics: dict[str, TopicInfo] = {}
+        errors: dict[str, int] = {}
+        for t in response.topics:
+            if t.error_code or not t.partitions:
+                errors[t.name] = t.error_code or UnknownTopicOrPartitionError.code
+                continue
+            parts = sorted(p.partition for p in t.partitions)
+            leaders = {p.partition: p.leader_id for p in t.partitions}
+            epochs = {p.partition: p.leader_epoch for p in t.partitions}
+            available = tuple(p for p in parts if leaders[p] >= 0 and leaders[p] in brokers)
+            topics[t.name] = TopicInfo(t.name, tuple(parts), leaders, epochs, available)
+        # Keep what we knew about topics this response did not mention.
+        for name, info in self.snapshot.topics.items():
+            if name not in topics and name not in errors:
+                topics[name] = info
+        self.snapshot = ClusterSnapshot(
+            brokers, topics, errors, response.cluster_id, response.controller_id
+        )
+        self._last_refresh = time.monotonic()
+        # Drop connections to brokers that left the cluster.
+        for node_id in [n for n in self._connections if n >= 0 and n not in brokers]:
+            self.disconnect(node_id, ConnectionError(f"node {node_id} left the cluster"))
+        self._notify()
+
+    def _notify(self) -> None:
+        updated, self._updated = self._updated, anyio.Event()
+        updated.set()
+        if self.on_update is not None:
+            self.on_update()
+
+    def shut_down(self, reason: BaseException) -> None:
+        """Make every metadata waiter fail with ``reason`` (the producer is closing)."""
+        self.fatal_error = reason
+        self._notify()
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The current leader node id of a partition, or -1."""
+        info = self.snapshot.topics.get(topic)
+        if info is None:
+            return -1
+        return info.leaders.get(partition, -1)
+
+
+def _backoff(attempts: int, base: float, cap: float) -> float:
+    """Exponential backoff with +-20% jitter, as the Java client does."""
+    if base <= 0:
+        return 0.0
+    exp = min(cap, base * math.pow(2, max(0, attempts - 1)))
+    return exp * random.uniform(0.8, 1.2)
+
+
+backoff = _backoff

@@ -1,0 +1,329 @@
+"""One broker connection on anyio streams: handshake, pipelining, per-request timeouts.
+
+Kafka answers the requests of one connection in the order they were sent, so in-flight
+requests are a FIFO and a response must match the oldest one. The connection owns two
+tasks (a writer that encodes and writes queued requests in order, and a reader that
+deframes responses); both live in the task group given to :meth:`BrokerConnection.open`.
+Completions are delivered through plain callbacks that must not block.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import math
+import ssl
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.tls import TLSStream
+
+from .errors import ConnectionError, KafkaError, ProtocolError, RequestTimedOutError
+from .protocol import framing
+from .protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from .protocol.versions import ApiKey, negotiate_versions
+
+if sys.version_info < (3, 11):  # anyio depends on the backport there
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ["BrokerConnection", "Callback"]
+
+log = logging.getLogger("aioproducer.connection")
+
+#: ``callback(response_or_None, error_or_None)``
+Callback = Callable[[Any, "BaseException | None"], None]
+
+_MAX_FRAME = 64 * 1024 * 1024
+_RECEIVE_CHUNK = 256 * 1024
+
+
+class _Pending:
+    __slots__ = ("api_key", "callback", "correlation_id", "deadline", "request", "version")
+
+    def __init__(
+        self,
+        request: Any,
+        version: int,
+        correlation_id: int,
+        callback: Callback,
+        deadline: float,
+    ) -> None:
+        self.request = request
+        self.api_key: int = request.API_KEY
+        self.version = version
+        self.correlation_id = correlation_id
+        self.callback = callback
+        self.deadline = deadline
+
+
+class BrokerConnection:
+    """A pipelined connection to one broker.
+
+    ``versions`` holds the negotiated API versions once :meth:`open` returns.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int,
+        client_id: str,
+        request_timeout: float,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticator: Callable[[BrokerConnection], Any] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self._ssl_context = ssl_context
+        self._authenticator = authenticator
+        self.versions: dict[ApiKey, int] = {}
+        self._stream: anyio.abc.ByteStream | None = None
+        self._pending: collections.deque[_Pending] = collections.deque()
+        # Requests accepted but not yet written: (pending entry, prebuilt frame or None).
+        self._outbox: collections.deque[tuple[_Pending, bytes | None, bool]] = collections.deque()
+        self._outbox_ready = anyio.Event()
+        self._correlation = 0
+        self._scope: anyio.CancelScope | None = None
+        self.closed = False
+        self.close_reason: BaseException | None = None
+        self.last_used = time.monotonic()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {state}>"
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written or queued that still await a response."""
+        return len(self._pending) + len(self._outbox)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self, task_group: anyio.abc.TaskGroup, timeout: float) -> None:
+        """Connect, start the reader/writer tasks, negotiate API versions (and authenticate)."""
+        try:
+            with anyio.fail_after(timeout):
+                stream: anyio.abc.ByteStream = await anyio.connect_tcp(self.host, self.port)
+                if self._ssl_context is not None:
+                    stream = await TLSStream.wrap(
+                        stream,
+                        hostname=self.host,
+                        ssl_context=self._ssl_context,
+                        standard_compatible=False,
+                    )
+        except TimeoutError:
+            raise ConnectionError(
+                f"timed out connecting to {self.host}:{self.port} (node {self.node_id})"
+            ) from None
+        except ssl.SSLError as exc:
+            from .errors import AuthenticationError
+
+            raise AuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} failed: {exc}"
+            ) from None
+        except OSError as exc:
+            raise ConnectionError(
+                f"cannot connect to {self.host}:{self.port} (node {self.node_id}): {exc}"
+            ) from None
+        self._stream = stream
+        ready = anyio.Event()
+        task_group.start_soon(self._run, ready)
+        await ready.wait()
+        try:
+            with anyio.fail_after(timeout):
+                await self._handshake()
+                if self._authenticator is not None:
+                    await self._authenticator(self)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _handshake(self) -> None:
+        # Ask with the newest version we know; an older broker answers UNSUPPORTED_VERSION
+        # in a v0 body listing what it does support, and we retry with v0.
+        response: ApiVersionsResponse = await self.request(ApiVersionsRequest(), 3)
+        if response.error_code == 35:
+            response = await self.request(ApiVersionsRequest(), 0)
+        if response.error_code:
+            from .errors import error_for_code
+
+            raise error_for_code(response.error_code, "ApiVersions handshake failed")
+        self.versions = negotiate_versions(response.api_keys)
+
+    async def _run(self, ready: anyio.Event) -> None:
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            ready.set()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._writer)
+                    await self._reader()
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    self._shutdown(self.close_reason or ConnectionError("connection closed"))
+                    raise
+                self._shutdown(_as_connection_error(exc, self))
+        self._shutdown(self.close_reason or ConnectionError("connection closed"))
+
+    async def aclose(self, reason: BaseException | None = None) -> None:
+        """Close the connection; everything in flight fails with ``reason``."""
+        self._shutdown(reason or ConnectionError(f"connection to node {self.node_id} closed"))
+        stream = self._stream
+        if stream is not None:
+            self._stream = None
+            with anyio.CancelScope(shield=True):
+                with contextlib.suppress(Exception):
+                    await stream.aclose()
+
+    def close_nowait(self, reason: BaseException) -> None:
+        """Close without awaiting (tasks are cancelled; the socket closes as they unwind)."""
+        self._shutdown(reason)
+
+    def _shutdown(self, reason: BaseException) -> None:
+        if not self.closed:
+            self.closed = True
+            self.close_reason = reason
+            log.debug("closing %r: %s", self, reason)
+        if self._scope is not None:
+            self._scope.cancel()
+        pending, self._pending = self._pending, collections.deque()
+        outbox, self._outbox = self._outbox, collections.deque()
+        for entry in pending:
+            _safe_callback(entry.callback, None, self.close_reason)
+        for entry, _frame, _expect in outbox:
+            _safe_callback(entry.callback, None, self.close_reason)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def submit(
+        self,
+        request: Any,
+        version: int,
+        callback: Callback,
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        """Queue ``request`` to be written in order; ``callback`` runs on its outcome.
+
+        Never blocks. With ``expect_response=False`` (produce with acks=0) the callback runs
+        with ``(None, None)`` once the request is written.
+        """
+        if self.closed:
+            _safe_callback(callback, None, self.close_reason)
+            return
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        entry = _Pending(request, version, self._correlation, callback, deadline)
+        self._outbox.append((entry, None, expect_response))
+        self._outbox_ready.set()
+        self.last_used = time.monotonic()
+
+    async def request(self, request: Any, version: int | None = None) -> Any:
+        """Send ``request`` and wait for its response (for control-plane requests)."""
+        if version is None:
+            version = self.versions[request.API_KEY]
+        done = anyio.Event()
+        outcome: list[Any] = [None, None]
+
+        def on_done(response: Any, error: BaseException | None) -> None:
+            outcome[0] = response
+            outcome[1] = error
+            done.set()
+
+        self.submit(request, version, on_done)
+        await done.wait()
+        if outcome[1] is not None:
+            raise outcome[1]
+        return outcome[0]
+
+    async def _writer(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        outbox = self._outbox
+        while True:
+            if not outbox:
+                self._outbox_ready = anyio.Event()
+                await self._outbox_ready.wait()
+                continue
+            entry, frame, expect_response = outbox.popleft()
+            if frame is None:
+                frame = await _encode(entry, self.client_id)
+            if expect_response:
+                self._pending.append(entry)
+            await stream.send(frame)
+            if not expect_response:
+                _safe_callback(entry.callback, None, None)
+
+    async def _reader(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        deframer = framing.FrameReader(max_frame_size=_MAX_FRAME)
+        pending = self._pending
+        while True:
+            if pending:
+                wait = pending[0].deadline - time.monotonic()
+                if wait <= 0:
+                    head = pending[0]
+                    raise RequestTimedOutError(
+                        f"no response from node {self.node_id} within "
+                        f"{self.request_timeout * 1000:.0f} ms (api {head.api_key})"
+                    )
+            else:
+                wait = math.inf
+            with anyio.move_on_after(min(wait, self.request_timeout)):
+                try:
+                    data = await stream.receive(_RECEIVE_CHUNK)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+                    raise ConnectionError(
+                        f"node {self.node_id} ({self.host}:{self.port}) closed the connection"
+                    ) from exc
+                for frame in deframer.feed(data):
+                    self._dispatch(frame)
+
+    def _dispatch(self, frame: bytes) -> None:
+        if not self._pending:
+            raise ProtocolError(f"node {self.node_id} sent a response nobody asked for")
+        entry = self._pending.popleft()
+        correlation_id, response = framing.decode_response(
+            type(entry.request), entry.version, frame
+        )
+        if correlation_id != entry.correlation_id:
+            raise ProtocolError(
+                f"node {self.node_id} answered correlation id {correlation_id}, "
+                f"expected {entry.correlation_id}"
+            )
+        _safe_callback(entry.callback, response, None)
+
+
+async def _encode(entry: _Pending, client_id: str) -> bytes:
+    # Produce requests may carry batches that still need building/compressing.
+    prepare = getattr(entry.request, "prepare", None)
+    if prepare is not None:
+        await prepare()
+    return framing.encode_request(entry.request, entry.version, entry.correlation_id, client_id)
+
+
+def _safe_callback(callback: Callback, response: Any, error: BaseException | None) -> None:
+    try:
+        callback(response, error)
+    except Exception:
+        log.exception("error in a request completion callback")
+
+
+def _as_connection_error(exc: BaseException, conn: BrokerConnection) -> BaseException:
+    if isinstance(exc, KafkaError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        return _as_connection_error(inner, conn)
+    return ConnectionError(f"connection to node {conn.node_id} failed: {exc!r}")

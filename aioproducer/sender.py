@@ -1,0 +1,494 @@
+"""The drain coroutine: ready -> drain -> send -> complete / retry / expire.
+
+One task runs :meth:`Sender.run` and is the only one that changes batch and sequence
+state. Connection tasks never touch that state: they put each response into the
+sender's inbox and wake it, so completions, retries and epoch changes happen in one
+place, in order.
+
+Idempotence follows the Java producer: a producer id and epoch from InitProducerId, a
+per-partition sequence assigned when a batch is first drained, up to five batches of a
+partition in flight. A batch that must be retried goes back to the head of its queue in
+sequence order, and a partition with a retry pending sends only that batch until it is
+acknowledged, so retries never reorder records. When the broker's sequence state and
+ours can no longer be reconciled (UNKNOWN_PRODUCER_ID, a genuine OUT_OF_ORDER_SEQUENCE,
+a sequenced batch that failed or expired), the sender waits for everything in flight,
+takes a new producer id and renumbers every unacknowledged batch from zero.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import time
+from typing import Any
+
+import anyio
+
+from .accumulator import Accumulator, ProducerBatch, TopicPartition
+from .cluster import Cluster, backoff
+from .config import ProducerConfig
+from .errors import (
+    ClusterAuthorizationFailedError,
+    DeliveryTimeoutError,
+    KafkaError,
+    error_class_for_code,
+    error_for_code,
+)
+from .errors import ConnectionError as KafkaConnectionError
+from .metrics import Metrics
+from .protocol.compression import Codec
+from .protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from .protocol.primitives import Writer
+from .protocol.records import restamp_producer_state
+from .protocol.versions import ApiKey
+
+__all__ = ["Sender"]
+
+log = logging.getLogger("aioproducer.sender")
+
+_NONE = 0
+_MESSAGE_TOO_LARGE = 10
+_OUT_OF_ORDER_SEQUENCE = 45
+_DUPLICATE_SEQUENCE = 46
+_INVALID_PRODUCER_EPOCH = 47
+_UNKNOWN_PRODUCER_ID = 59
+_PRODUCER_FENCED = 90
+# Errors after which the leader may have moved: refresh metadata before retrying.
+_METADATA_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 100, 103})
+
+
+class _PartitionState:
+    __slots__ = ("acked_next", "in_flight", "next_sequence")
+
+    def __init__(self) -> None:
+        self.next_sequence = 0
+        self.acked_next = 0
+        self.in_flight = 0
+
+
+class _ProduceCall:
+    """A produce request in the making: its batches are built just before writing."""
+
+    API_KEY = ApiKey.PRODUCE
+    RESPONSE = ProduceResponse
+
+    __slots__ = ("acks", "batches", "node_id", "offload", "sent_at", "timeout_ms", "topics")
+
+    def __init__(
+        self, node_id: int, acks: int, timeout_ms: int, batches: list[ProducerBatch], offload: int
+    ) -> None:
+        self.node_id = node_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.batches = batches
+        self.offload = offload
+        self.sent_at = 0.0
+        self.topics: list[tuple[str, list[tuple[int, bytes]]]] = []
+
+    async def prepare(self) -> None:
+        by_topic: dict[str, list[tuple[int, bytes]]] = {}
+        for batch in self.batches:
+            data = batch.built
+            if data is None:
+                builder = batch.builder
+                args = (batch.producer_id, batch.producer_epoch, batch.sequence)
+                # Compression releases the GIL: big batches compress on a worker thread
+                # while the loop keeps accepting records.
+                if builder.codec != Codec.NONE and builder.size_in_bytes >= self.offload:
+                    data = await anyio.to_thread.run_sync(builder.build, *args)
+                else:
+                    data = builder.build(*args)
+                batch.built = data
+            by_topic.setdefault(batch.topic, []).append((batch.partition, data))
+        self.topics = list(by_topic.items())
+        self.sent_at = time.monotonic()
+
+    def encode_body(self, w: Writer, version: int) -> None:
+        ProduceRequest(self.acks, self.timeout_ms, self.topics).encode_body(w, version)
+
+
+class Sender:
+    """Drains ready batches to their leaders and settles every batch's outcome."""
+
+    def __init__(
+        self, config: ProducerConfig, accumulator: Accumulator, cluster: Cluster, metrics: Metrics
+    ) -> None:
+        self.config = config
+        self.acc = accumulator
+        self.cluster = cluster
+        self.metrics = metrics
+        self.idempotent = config.enable_idempotence
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._need_new_pid = self.idempotent
+        self._fatal: BaseException | None = None
+        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._inbox: collections.deque[tuple[_ProduceCall, Any, BaseException | None]] = (
+            collections.deque()
+        )
+        self._wakeup = anyio.Event()
+        self._drain_index: dict[int, int] = {}
+        self._throttled_until: dict[int, float] = {}
+        self._in_flight_calls = 0
+        self._stopped = anyio.Event()
+        self._max_in_flight = config.max_in_flight_requests_per_connection
+        self._request_timeout_ms = config.request_timeout_ms
+        self._retry_min = config.retry_backoff_ms / 1000
+        self._retry_max = config.retry_backoff_max_ms / 1000
+        cluster.on_update = self.wakeup
+
+    # -- public ----------------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Make the sender loop look at its queues now."""
+        self._wakeup.set()
+
+    @property
+    def in_flight_requests(self) -> int:
+        """Produce requests sent and not yet answered."""
+        return self._in_flight_calls
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        """An error that stops this producer from sending anything (e.g. not authorized)."""
+        return self._fatal or self.cluster.fatal_error
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        while True:
+            self._wakeup = anyio.Event()
+            now = time.monotonic()
+            self._process_inbox(now)
+            if self._need_new_pid and self._in_flight_calls == 0 and self._fatal is None:
+                await self._init_producer_id()
+                now = time.monotonic()
+                self._process_inbox(now)
+            fatal = self.fatal_error
+            if fatal is not None:
+                self._fail_all_queued(fatal)
+            self._expire(now)
+            delay = self._send_ready(now)
+            delay = min(delay, self.acc.next_deadline() - now)
+            if self._inbox:
+                continue
+            if delay > 0:
+                with anyio.move_on_after(delay if delay != math.inf else 3600):
+                    await self._wakeup.wait()
+            else:
+                await anyio.lowlevel.checkpoint()
+
+    # -- producer id -----------------------------------------------------------------------
+
+    async def _init_producer_id(self) -> None:
+        """Get a fresh producer id and renumber every unacknowledged batch from zero."""
+        attempts = 0
+        while True:
+            try:
+                conn = await self._any_connection()
+                response: InitProducerIdResponse = await conn.request(InitProducerIdRequest())
+                if response.error_code:
+                    raise error_for_code(response.error_code, "InitProducerId")
+                break
+            except ClusterAuthorizationFailedError as exc:
+                self._fatal = exc
+                return
+            except KafkaError as exc:
+                log.debug("InitProducerId failed: %s", exc)
+                attempts += 1
+                self.cluster.request_refresh()
+                # Batches keep expiring while the cluster is away.
+                self._expire(time.monotonic())
+                with anyio.move_on_after(backoff(attempts, self._retry_min, self._retry_max)):
+                    await self._stopped.wait()
+        self.producer_id = response.producer_id
+        self.producer_epoch = response.producer_epoch
+        self._need_new_pid = False
+        self._partitions.clear()
+        for batch in self.acc.queued_batches():
+            if batch.sequence >= 0:
+                batch.sequence = -1
+        log.debug("producer id %s epoch %s", self.producer_id, self.producer_epoch)
+
+    async def _any_connection(self) -> Any:
+        last: BaseException | None = None
+        for node_id in self.cluster.least_loaded_candidates():
+            try:
+                return await self.cluster.connect(node_id)
+            except KafkaError as exc:
+                last = exc
+        raise last or KafkaConnectionError("no broker reachable")
+
+    # -- draining --------------------------------------------------------------------------
+
+    def _sendable(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
+        if self._need_new_pid and self.idempotent:
+            return False
+        if self.idempotent:
+            state = self._partitions.get(tp)
+            # A retried batch goes alone: nothing after it may overtake it.
+            if (
+                state is not None
+                and state.in_flight
+                and (batch.attempts or state.in_flight >= self._max_in_flight)
+            ):
+                return False
+        return True
+
+    def _send_ready(self, now: float) -> float:
+        ready, delay = self.acc.ready(now, self._sendable)
+        if not ready:
+            return delay
+        by_node: dict[int, list[TopicPartition]] = {}
+        need_metadata = False
+        for tp in ready:
+            leader = self.cluster.leader(tp[0], tp[1])
+            if leader < 0:
+                need_metadata = True
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        if need_metadata:
+            self.cluster.request_refresh()
+        for node_id, tps in by_node.items():
+            throttled = self._throttled_until.get(node_id, 0.0) - now
+            if throttled > 0:
+                delay = min(delay, throttled)
+                continue
+            conn = self.cluster.connection_if_ready(node_id)
+            if conn is None:
+                continue
+            if conn.in_flight >= self._max_in_flight:
+                continue
+            self._drain_node(node_id, conn, tps, now)
+        return delay
+
+    def _drain_node(self, node_id: int, conn: Any, tps: list[TopicPartition], now: float) -> None:
+        # Rotate the starting partition so a large ready set cannot starve its tail.
+        start = self._drain_index.get(node_id, 0) % len(tps)
+        self._drain_index[node_id] = start + 1
+        budget = self.config.max_request_size
+        size = 0
+        batches: list[ProducerBatch] = []
+        for i in range(len(tps)):
+            tp = tps[(start + i) % len(tps)]
+            head = self.acc.head(tp)
+            if head is None:
+                continue
+            batch_size = head.builder.size_in_bytes
+            if batches and size + batch_size > budget:
+                continue
+            batch = self.acc.pop_head(tp)
+            self._stamp(tp, batch)
+            batch.in_flight = True
+            batches.append(batch)
+            size += batch_size
+        if not batches:
+            return
+        call = _ProduceCall(
+            node_id,
+            self.config.acks_value,
+            self._request_timeout_ms,
+            batches,
+            self.config.compression_offload_bytes,
+        )
+        self._in_flight_calls += 1
+        self.metrics.requests_sent += 1
+        conn.submit(
+            call,
+            conn.versions[ApiKey.PRODUCE],
+            lambda response, error: self._on_response(call, response, error),
+            expect_response=self.config.acks_value != 0,
+        )
+
+    def _stamp(self, tp: TopicPartition, batch: ProducerBatch) -> None:
+        if not self.idempotent:
+            return
+        state = self._partitions.get(tp)
+        if state is None:
+            state = self._partitions[tp] = _PartitionState()
+        if batch.sequence < 0:
+            batch.sequence = state.next_sequence
+            state.next_sequence += batch.record_count
+        if batch.built is not None:
+            # A retry after renumbering: rewrite the header instead of recompressing.
+            batch.built = restamp_producer_state(
+                batch.built, self.producer_id, self.producer_epoch, batch.sequence
+            )
+        batch.producer_id = self.producer_id
+        batch.producer_epoch = self.producer_epoch
+        state.in_flight += 1
+
+    # -- responses -------------------------------------------------------------------------
+
+    def _on_response(self, call: _ProduceCall, response: Any, error: BaseException | None) -> None:
+        # Runs in a connection task: only hand over, never touch batch state here.
+        self._inbox.append((call, response, error))
+        self._wakeup.set()
+
+    def _process_inbox(self, now: float) -> None:
+        inbox = self._inbox
+        while inbox:
+            call, response, error = inbox.popleft()
+            self._in_flight_calls -= 1
+            self.metrics.observe_latency(now - call.sent_at if call.sent_at else 0.0)
+            for batch in call.batches:
+                batch.in_flight = False
+                if self.idempotent:
+                    state = self._partitions.get((batch.topic, batch.partition))
+                    if state is not None and state.in_flight > 0:
+                        state.in_flight -= 1
+            if error is not None:
+                self.cluster.request_refresh()
+                for batch in call.batches:
+                    self._retry_or_fail(batch, error, now)
+                continue
+            if response is None:  # acks=0: nothing to wait for
+                for batch in call.batches:
+                    self._succeed(batch, -1, -1)
+                continue
+            self._handle_produce_response(call, response, now)
+
+    def _handle_produce_response(
+        self, call: _ProduceCall, response: ProduceResponse, now: float
+    ) -> None:
+        if response.throttle_time_ms > 0:
+            self._throttled_until[call.node_id] = now + response.throttle_time_ms / 1000
+            self.metrics.throttle_time_ms += response.throttle_time_ms
+        results: dict[TopicPartition, ProducePartitionResponse] = {}
+        for topic in response.topics:
+            for answer in topic.partitions:
+                results[(topic.name, answer.index)] = answer
+        for batch in call.batches:
+            part = results.get((batch.topic, batch.partition))
+            if part is None:
+                self._retry_or_fail(
+                    batch, KafkaErrorMissing(f"{batch.topic}-{batch.partition}"), now
+                )
+                continue
+            code = part.error_code
+            if code == _NONE:
+                self._succeed(batch, part.base_offset, part.log_append_time_ms)
+            elif code == _DUPLICATE_SEQUENCE:
+                # The broker already has this batch (an earlier attempt's answer was lost).
+                self._succeed(batch, part.base_offset, part.log_append_time_ms)
+            else:
+                self._handle_error(batch, code, part, now)
+
+    def _handle_error(self, batch: ProducerBatch, code: int, part: Any, now: float) -> None:
+        message = part.error_message
+        if part.record_errors:
+            details = "; ".join(f"record {i}: {m}" for i, m in part.record_errors)
+            message = f"{message}; {details}" if message else details
+        tp = (batch.topic, batch.partition)
+        if code == _MESSAGE_TOO_LARGE and batch.record_count > 1:
+            self.metrics.batches_split += 1
+            self.acc.split(batch, max(1024, batch.builder.size_in_bytes // 2), now)
+            if self.idempotent and batch.sequence >= 0:
+                self._need_new_pid = True
+            return
+        if self.idempotent and code == _OUT_OF_ORDER_SEQUENCE:
+            state = self._partitions.get(tp)
+            if state is not None and batch.sequence != state.acked_next:
+                # An earlier batch of this partition failed: this one goes again after it.
+                self._retry_or_fail(batch, error_for_code(code, message), now)
+                return
+            self._need_new_pid = True
+            self._retry_or_fail(batch, error_for_code(code, message), now)
+            return
+        if self.idempotent and code in (
+            _UNKNOWN_PRODUCER_ID,
+            _INVALID_PRODUCER_EPOCH,
+            _PRODUCER_FENCED,
+        ):
+            self._need_new_pid = True
+            self._retry_or_fail(batch, error_for_code(code, message), now)
+            return
+        if code in _METADATA_ERRORS:
+            self.cluster.request_refresh()
+        if error_class_for_code(code).retriable:
+            self._retry_or_fail(batch, error_for_code(code, message), now)
+        else:
+            self._fail(batch, error_for_code(code, message))
+
+    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if self.idempotent and batch.sequence >= 0:
+            state = self._partitions.get((batch.topic, batch.partition))
+            if state is not None:
+                state.acked_next = max(state.acked_next, batch.sequence + batch.record_count)
+        m = self.metrics
+        m.records_sent += batch.record_count
+        m.batches_sent += 1
+        m.bytes_sent += len(batch.built) if batch.built is not None else 0
+        self.acc.complete_batch(batch, base_offset, log_append_time)
+
+    def _fail(self, batch: ProducerBatch, exc: BaseException) -> None:
+        if self.idempotent and batch.sequence >= 0:
+            # The broker's sequence chain now has a hole: renumber what follows.
+            self._need_new_pid = True
+        self.metrics.records_failed += batch.record_count
+        self.acc.fail_batch(batch, exc)
+
+    def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
+        if now >= batch.deadline:
+            self._fail(batch, _timeout_error(batch, exc, self.config.delivery_timeout_ms))
+            return
+        batch.attempts += 1
+        self.metrics.records_retried += batch.record_count
+        retry_at = now + backoff(batch.attempts, self._retry_min, self._retry_max)
+        self.acc.reenqueue(batch, min(retry_at, batch.deadline))
+
+    def _expire(self, now: float) -> None:
+        for batch in self.acc.expired(now):
+            self._fail(
+                batch,
+                _timeout_error(batch, self.cluster.last_error, self.config.delivery_timeout_ms),
+            )
+
+    def _fail_all_queued(self, exc: BaseException) -> None:
+        for batch in list(self.acc.queued_batches()):
+            self._fail(batch, exc)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def abort_everything(self, exc_factory: Any) -> None:
+        """Fail every batch that is not yet complete, queued or in flight."""
+        self._process_inbox(time.monotonic())
+        for batch in list(self.acc.incomplete):
+            self.metrics.records_failed += batch.record_count
+            batch.in_flight = False
+            self.acc.fail_batch(batch, exc_factory())
+
+    def stop(self) -> None:
+        """Release anything waiting inside the sender (it is about to be cancelled)."""
+        self._stopped.set()
+
+
+class KafkaErrorMissing(KafkaError):
+    """The broker's answer did not mention a partition that was in the request."""
+
+    retriable = True
+
+    def __init__(self, tp: str) -> None:
+        super().__init__(f"produce response did not include partition {tp}")
+
+
+def _timeout_error(
+    batch: ProducerBatch, cause: BaseException | None, delivery_timeout_ms: int
+) -> DeliveryTimeoutError:
+    text = (
+        f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not delivered "
+        f"within delivery_timeout_ms ({delivery_timeout_ms} ms)"
+    )
+    if cause is not None:
+        text += f"; last error: {cause}"
+    err = DeliveryTimeoutError(text)
+    err.__cause__ = cause
+    return err
