@@ -406,9 +406,10 @@ class Producer:
         headers: Headers | None,
         timestamp_ms: int | None,
     ) -> tuple[Any, Any, list[tuple[str, bytes | None]] | None, int]:
-        if self._key_serializer is not None:
+        # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
+        if self._key_serializer is not None and key is not None:
             key = _serialize(self._key_serializer, topic, key, "key")
-        if self._value_serializer is not None:
+        if self._value_serializer is not None and value is not None:
             value = _serialize(self._value_serializer, topic, value, "value")
         # bytes and bytearray are written as they are: the batch copies them on append.
         if key is not None and type(key) not in _BytesLike:

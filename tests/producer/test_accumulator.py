@@ -1,0 +1,260 @@
+"""Accumulator, linger and memory budget, driven with a fake clock (no broker)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from aioproducer.accumulator import Accumulator, MemoryBudget
+from aioproducer.errors import BufferFullError, ProducerClosedError
+from aioproducer.protocol.compression import Codec
+from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches
+
+
+def make_acc(batch_size: int = 1000, linger: float = 0.005, memory: int = 1 << 20) -> Accumulator:
+    return Accumulator(
+        batch_size=batch_size,
+        linger=linger,
+        delivery_timeout=120.0,
+        codec=Codec.NONE,
+        compression_level=None,
+        budget=MemoryBudget(memory),
+    )
+
+
+def append(acc: Accumulator, tp: tuple[str, int], value: bytes, now: float, key: bytes | None = None):
+    need = acc.estimate_size(len(key or b""), len(value), None)
+    assert acc.budget.try_reserve(need)
+    return acc.append(tp[0], tp[1], 1000, key, value, None, need, now)
+
+
+def always(_tp, _batch) -> bool:
+    return True
+
+
+def test_records_fill_a_batch_then_start_a_new_one() -> None:
+    acc = make_acc(batch_size=300)
+    tp = ("t", 0)
+    handles = [append(acc, tp, b"x" * 50, now=0.0)[0] for _ in range(10)]
+    queue = acc.batches[tp]
+    assert len(queue) > 1
+    assert all(b.builder.size_in_bytes <= 300 for b in queue)
+    assert sum(b.record_count for b in queue) == 10
+    # Handles point at consecutive indexes of their batch.
+    first = queue[0]
+    assert [h._index for h in handles[: first.record_count]] == list(range(first.record_count))
+
+
+def test_new_batch_and_full_batch_wake_the_sender() -> None:
+    acc = make_acc(batch_size=200)
+    tp = ("t", 0)
+    _, wake_first = append(acc, tp, b"a" * 10, 0.0)
+    _, wake_second = append(acc, tp, b"b" * 10, 0.0)
+    assert wake_first is True  # a new batch moves the earliest linger deadline
+    assert wake_second is False
+    _, wake_fill = append(acc, tp, b"c" * 150, 0.0)
+    assert wake_fill is True
+
+
+def test_linger_makes_a_batch_ready_only_after_it_waited() -> None:
+    acc = make_acc(linger=0.010)
+    tp = ("t", 3)
+    append(acc, tp, b"v", now=100.0)
+    ready, delay = acc.ready(100.004, always)
+    assert ready == []
+    assert delay == pytest.approx(0.006)
+    ready, delay = acc.ready(100.010, always)
+    assert ready == [tp]
+
+
+def test_full_flushing_and_closing_batches_are_ready_at_once() -> None:
+    acc = make_acc(batch_size=100, linger=10.0)
+    full_tp, lazy_tp = ("t", 0), ("t", 1)
+    append(acc, full_tp, b"x" * 90, now=0.0)  # alone it exceeds what fits with overhead
+    append(acc, lazy_tp, b"y", now=0.0)
+    ready, _ = acc.ready(0.0, always)
+    assert ready == [full_tp]
+    acc.flushing += 1
+    ready, _ = acc.ready(0.0, always)
+    assert sorted(ready) == [full_tp, lazy_tp]
+    acc.flushing -= 1
+    acc.closing = True
+    ready, _ = acc.ready(0.0, always)
+    assert sorted(ready) == [full_tp, lazy_tp]
+
+
+def test_sender_veto_is_respected() -> None:
+    acc = make_acc(linger=0.0)
+    append(acc, ("t", 0), b"v", now=0.0)
+    append(acc, ("t", 1), b"v", now=0.0)
+    ready, _ = acc.ready(1.0, lambda tp, _b: tp[1] == 1)
+    assert ready == [("t", 1)]
+
+
+def test_built_batch_holds_exactly_the_appended_records() -> None:
+    acc = make_acc()
+    tp = ("t", 0)
+    append(acc, tp, b"one", 0.0, key=b"k1")
+    append(acc, tp, b"two", 0.0)
+    batch = acc.pop_head(tp)
+    (decoded,) = decode_batches(batch.builder.build())
+    assert [(r.key, r.value) for r in decoded.records] == [(b"k1", b"one"), (None, b"two")]
+
+
+def test_memory_is_charged_per_record_and_released_on_completion() -> None:
+    acc = make_acc(memory=10_000)
+    tp = ("t", 0)
+    append(acc, tp, b"x" * 100, 0.0)
+    used = acc.budget.used
+    batch = acc.batches[tp][0]
+    assert used == batch.reserved
+    assert used == RECORD_BATCH_OVERHEAD + batch.builder.size_in_bytes - RECORD_BATCH_OVERHEAD
+    acc.pop_head(tp)
+    acc.complete_batch(batch, base_offset=41, log_append_time=-1)
+    assert acc.budget.used == 0
+    assert batch.done and batch.outcome(0) == (41, -1, None)
+
+
+def test_retries_go_back_in_sequence_order_ahead_of_new_batches() -> None:
+    acc = make_acc(batch_size=100, linger=0.0)
+    tp = ("t", 0)
+    for _ in range(4):
+        append(acc, tp, b"x" * 60, 0.0)
+    b0, b1, b2 = acc.pop_head(tp), acc.pop_head(tp), acc.pop_head(tp)
+    for seq, b in enumerate((b0, b1, b2)):
+        b.sequence = seq
+        b.attempts = 1
+    # Responses can come back in any order; the queue must come out sorted.
+    acc.reenqueue(b2, 0.0)
+    acc.reenqueue(b0, 0.0)
+    acc.reenqueue(b1, 0.0)
+    assert [b.sequence for b in acc.batches[tp]] == [0, 1, 2, -1]
+
+
+def test_split_replaces_a_batch_and_resolves_every_record() -> None:
+    acc = make_acc(batch_size=10_000)
+    tp = ("t", 0)
+    handles = [append(acc, tp, bytes([i]) * 300, 0.0)[0] for i in range(10)]
+    batch = acc.pop_head(tp)
+    children = acc.split(batch, 1000, now=0.0)
+    assert len(children) > 1
+    offset = 500
+    for child in children:
+        acc.pop_head(tp)
+        acc.complete_batch(child, offset, -1)
+        offset += child.record_count
+    assert [h.result().offset for h in handles] == list(range(500, 510))
+    assert acc.budget.used == 0
+
+
+async def _waiter(budget: MemoryBudget, n: int, order: list[int], tag: int, timeout: float = 5.0):
+    await budget.reserve(n, timeout)
+    order.append(tag)
+
+
+@pytest.mark.anyio
+async def test_memory_waiters_are_served_first_come_first_served() -> None:
+    budget = MemoryBudget(1000)
+    assert budget.try_reserve(1000)
+    order: list[int] = []
+    async with anyio.create_task_group() as tg:
+        for tag, size in enumerate([600, 100, 300]):
+            tg.start_soon(_waiter, budget, size, order, tag)
+            await anyio.wait_all_tasks_blocked()
+        # A newcomer may not overtake the line even if it would fit.
+        assert budget.try_reserve(1) is False
+        budget.release(500)  # 600 does not fit yet: nobody may pass it
+        await anyio.wait_all_tasks_blocked()
+        assert order == []
+        budget.release(500)  # now 600 and 100 and 300 fit in order
+        await anyio.wait_all_tasks_blocked()
+    # Grants are FIFO; the order woken tasks resume in is the scheduler's (trio shuffles).
+    assert sorted(order) == [0, 1, 2]
+    assert budget.used == 1000
+
+
+@pytest.mark.anyio
+async def test_a_release_wakes_only_the_waiters_that_fit() -> None:
+    budget = MemoryBudget(1000)
+    assert budget.try_reserve(1000)
+    order: list[int] = []
+    async with anyio.create_task_group() as tg:
+        for tag in range(20):
+            tg.start_soon(_waiter, budget, 100, order, tag)
+            await anyio.wait_all_tasks_blocked()  # arrival order = tag order, on every backend
+        budget.release(300)
+        await anyio.wait_all_tasks_blocked()
+        assert sorted(order) == [0, 1, 2]
+        assert budget.waiters == 17
+        budget.release(500)
+        await anyio.wait_all_tasks_blocked()
+        assert sorted(order) == list(range(8))
+        budget.release(1200)
+    assert sorted(order) == list(range(20))
+
+
+@pytest.mark.anyio
+async def test_waiting_for_memory_times_out_with_buffer_full_error() -> None:
+    budget = MemoryBudget(100)
+    assert budget.try_reserve(100)
+    with pytest.raises(BufferFullError, match="buffer_memory"):
+        await budget.reserve(50, 0.05)
+    assert budget.waiters == 0
+    assert budget.used == 100
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_waiter_leaves_no_reservation_behind() -> None:
+    budget = MemoryBudget(100)
+    assert budget.try_reserve(100)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_waiter, budget, 60, [], 0)
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert budget.waiters == 0
+    budget.release(100)
+    assert budget.used == 0
+
+
+@pytest.mark.anyio
+async def test_a_grant_racing_a_cancellation_is_either_kept_or_returned() -> None:
+    budget = MemoryBudget(100)
+    assert budget.try_reserve(100)
+    outcome: list[str] = []
+
+    async def waiter() -> None:
+        try:
+            await budget.reserve(60, 5.0)
+        except anyio.get_cancelled_exc_class():
+            outcome.append("cancelled")
+            raise
+        outcome.append("reserved")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        budget.release(100)  # grants the 60 bytes to the waiter ...
+        tg.cancel_scope.cancel()  # ... which is cancelled before it runs again
+    # Whoever returned from reserve() owns the bytes; whoever raised owns nothing.
+    assert outcome in (["reserved"], ["cancelled"])
+    assert budget.used == (60 if outcome == ["reserved"] else 0)
+    assert budget.waiters == 0
+
+
+@pytest.mark.anyio
+async def test_closing_the_budget_releases_waiters_with_producer_closed() -> None:
+    budget = MemoryBudget(100)
+    assert budget.try_reserve(100)
+    errors: list[BaseException] = []
+
+    async def wait() -> None:
+        try:
+            await budget.reserve(10, 5.0)
+        except ProducerClosedError as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        budget.close()
+    assert len(errors) == 1

@@ -1,0 +1,325 @@
+"""Bad input, cancellation and close: typed errors, nothing else harmed, nothing left behind."""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from aioproducer import Producer
+from aioproducer.errors import (
+    BufferFullError,
+    ConfigError,
+    InvalidArgumentError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    MetadataNotReadyError,
+    ProducerClosedError,
+    ProducerNotStartedError,
+    RecordTooLargeError,
+    SerializationError,
+    UnknownTopicOrPartitionError,
+)
+from aioproducer.testing import KafkaCluster
+from aioproducer.testing.verify import consume_all
+
+pytestmark = pytest.mark.anyio
+
+
+def new_topic(kafka: KafkaCluster, partitions: int = 1, **config: str) -> str:
+    name = f"e-{uuid.uuid4().hex[:12]}"
+    kafka.create_topic(name, partitions=partitions, config=config or None)
+    return name
+
+
+# -- configuration: rejected at construction ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"linger_msec": 5}, "unknown config key 'linger_msec'; did you mean 'linger_ms'"),
+        ({"linger_ms": -1}, "linger_ms must be between 0"),
+        ({"acks": 2}, "acks must be one of 0, 1, -1 or 'all'"),
+        ({"acks": 1}, "acks must be 'all' when enable_idempotence=True"),
+        ({"compression_type": "brotli"}, "brotli"),
+        ({"compression_type": "zstd", "compression_level": 99}, "compression_level"),
+        ({"batch_size": "big"}, "batch_size must be an integer"),
+        ({"bootstrap_servers": "localhost"}, "must be 'host:port'"),
+        ({"max_in_flight_requests_per_connection": 6}, "at most 5"),
+        ({"delivery_timeout_ms": 1000}, "delivery_timeout_ms must be at least"),
+        ({"key_serializer": "json"}, "key_serializer must be callable"),
+        ({"security_protocol": "SASL_SSL"}, "sasl_mechanism must be one of"),
+    ],
+)
+def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Producer(**kwargs)
+    assert message in str(info.value)
+
+
+def test_secrets_stay_out_of_reprs() -> None:
+    producer = Producer(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_username="alice",
+        sasl_password="s3cr3t-value",
+    )
+    assert "s3cr3t-value" not in repr(producer)
+    assert "s3cr3t-value" not in repr(producer.config)
+
+
+# -- bad records: rejected at send(), nothing else harmed ---------------------------------------
+
+
+BAD_RECORDS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"value": 12345}, SerializationError, "value must be bytes"),
+    ({"value": {"a": 1}}, SerializationError, "got dict"),
+    ({"value": b"v", "key": 3.5}, SerializationError, "key must be bytes"),
+    ({"value": b"v", "headers": [(1, b"x")]}, SerializationError, "header keys must be str"),
+    ({"value": b"v", "headers": [("h", 5)]}, SerializationError, "header 'h' value"),
+    ({"value": b"v", "headers": ["nope"]}, SerializationError, "pairs"),
+    ({"value": b"x" * 2_000_000}, RecordTooLargeError, "max_request_size"),
+    ({"value": b"v", "partition": 7}, InvalidArgumentError, "partition 7 is not valid"),
+    ({"value": b"v", "partition": -1}, InvalidArgumentError, "partition -1"),
+    ({"value": b"v", "timestamp_ms": -5}, InvalidArgumentError, "timestamp_ms"),
+    ({"value": b"v", "timestamp_ms": "now"}, InvalidArgumentError, "timestamp_ms"),
+]
+
+
+@pytest.mark.parametrize(("record", "error", "message"), BAD_RECORDS)
+async def test_bad_record_raises_at_send_and_harms_no_other_record(
+    kafka: KafkaCluster, record: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    topic = new_topic(kafka, partitions=2)
+    async with Producer(kafka.bootstrap_servers, linger_ms=50) as producer:
+        before = await producer.send(topic, b"before", key=b"k")
+        with pytest.raises(error) as info:
+            await producer.send(topic, **record)
+        assert message in str(info.value)
+        after = await producer.send(topic, b"after", key=b"k")
+        first, second = await before, await after
+    assert second.offset == first.offset + 1
+    records = consume_all(kafka.bootstrap_servers, topic, expected=2)
+    assert [r.value for r in records] == [b"before", b"after"]
+
+
+async def test_bad_record_in_send_many_fails_only_from_that_record(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(kafka.bootstrap_servers) as producer:
+        with pytest.raises(SerializationError):
+            await producer.send_many(topic, [b"a", b"b", 3, b"d"])
+        await producer.flush()
+    assert [r.value for r in consume_all(kafka.bootstrap_servers, topic, expected=2)] == [
+        b"a",
+        b"b",
+    ]
+
+
+async def test_serializers_are_applied(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(
+        kafka.bootstrap_servers,
+        key_serializer=lambda _t, k: k.upper(),
+        value_serializer=lambda t, v: f"{t}:{v['n']}".encode(),
+    ) as producer:
+        await producer.send_and_wait(topic, {"n": 7}, key="abc")
+        with pytest.raises(SerializationError, match="value_serializer failed"):
+            await producer.send(topic, {"missing": 1})
+    (rec,) = consume_all(kafka.bootstrap_servers, topic, expected=1)
+    assert (rec.key, rec.value) == (b"ABC", f"{topic}:7".encode())
+
+
+async def test_unknown_topic_with_auto_create_off_fails_within_max_block(
+    kafka: KafkaCluster,
+) -> None:
+    async with Producer(
+        kafka.bootstrap_servers, allow_auto_create_topics=False, max_block_ms=2000
+    ) as producer:
+        started = time.monotonic()
+        with pytest.raises(UnknownTopicOrPartitionError, match="not present in metadata"):
+            await producer.send(f"missing-{uuid.uuid4().hex}", b"v")
+        elapsed = time.monotonic() - started
+    assert 1.5 <= elapsed < 6
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_no_reachable_broker_fails_within_max_block_without_hanging() -> None:
+    async with Producer(f"127.0.0.1:{closed_port()}", max_block_ms=1500) as producer:
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="no broker reachable"):
+            await producer.send("any-topic", b"v")
+        elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 5
+
+
+async def test_broker_rejecting_a_record_gives_a_typed_error_for_it_alone(
+    kafka: KafkaCluster,
+) -> None:
+    topic = new_topic(kafka, **{"max.message.bytes": "10000"})
+    async with Producer(kafka.bootstrap_servers) as producer:
+        ok = await producer.send(topic, b"small")
+        await producer.flush()
+        big = await producer.send(topic, b"x" * 50_000)
+        with pytest.raises(MessageSizeTooLargeError):
+            await big
+        assert (await ok).offset == 0
+        again = await producer.send_and_wait(topic, b"small again")
+    assert again.offset == 1
+
+
+# -- lifecycle ----------------------------------------------------------------------------------
+
+
+async def test_send_before_start_and_after_close_raise_typed_errors(kafka: KafkaCluster) -> None:
+    producer = Producer(kafka.bootstrap_servers)
+    with pytest.raises(ProducerNotStartedError):
+        await producer.send("t", b"v")
+    async with producer:
+        pass
+    with pytest.raises(ProducerClosedError):
+        await producer.send("t", b"v")
+    with pytest.raises(ProducerClosedError):
+        producer.try_send("t", b"v")
+    await producer.close()  # closing twice is fine
+
+
+async def test_try_send_fails_fast_when_the_buffer_is_full(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(
+        kafka.bootstrap_servers, buffer_memory=64 * 1024, linger_ms=60_000, batch_size=1 << 20
+    ) as producer:
+        with pytest.raises(MetadataNotReadyError):
+            producer.try_send(f"not-loaded-{uuid.uuid4().hex}", b"v")
+        await producer.partitions_for(topic)
+        handles = []
+        with pytest.raises(BufferFullError, match="buffer_memory"):
+            for _ in range(10_000):
+                handles.append(producer.try_send(topic, b"x" * 1000))
+        assert 40 < len(handles) < 70
+        await producer.flush()
+        assert all(h.result().offset >= 0 for h in handles)
+        # Space is back once the batch was delivered.
+        producer.try_send(topic, b"x" * 1000)
+
+
+async def test_send_blocks_for_memory_then_times_out(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(
+        kafka.bootstrap_servers, buffer_memory=32 * 1024, batch_size=4096, max_block_ms=300
+    ) as producer:
+        await producer.partitions_for(topic)
+        # A waiting sender makes every batch urgent, so memory only stays short while the
+        # broker cannot answer.
+        kafka.pause_broker(kafka.node_ids[0])
+        try:
+            handles = []
+            while producer.metrics()["buffer_bytes_in_use"] < 31 * 1024:
+                handles.append(producer.try_send(topic, b"x" * 500))
+            started = time.monotonic()
+            with pytest.raises(BufferFullError, match="max_block_ms"):
+                await producer.send(topic, b"y" * 5000)
+            assert time.monotonic() - started >= 0.25
+        finally:
+            kafka.resume_broker(kafka.node_ids[0])
+        await producer.flush()
+    assert [h.result().offset for h in handles] == list(range(len(handles)))
+
+
+async def test_cancelled_send_leaves_the_record_out_entirely(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(
+        kafka.bootstrap_servers, buffer_memory=32 * 1024, batch_size=4096
+    ) as producer:
+        await producer.partitions_for(topic)
+        kafka.pause_broker(kafka.node_ids[0])
+        try:
+            handles = []
+            while producer.metrics()["buffer_bytes_in_use"] < 31 * 1024:
+                handles.append(producer.try_send(topic, b"x" * 500))
+            used = producer.metrics()["buffer_bytes_in_use"]
+            with anyio.move_on_after(0.2) as scope:
+                await producer.send(topic, b"cancelled-record" * 100)
+            assert scope.cancelled_caught
+            assert producer.metrics()["buffer_bytes_in_use"] == used
+        finally:
+            kafka.resume_broker(kafka.node_ids[0])
+        await producer.flush()
+        final = await producer.send_and_wait(topic, b"last")
+    assert final.offset == len(handles)
+    values = [r.value for r in consume_all(kafka.bootstrap_servers, topic, expected=len(handles))]
+    assert b"cancelled-record" * 100 not in values
+    assert values[-1] == b"last"
+
+
+async def test_cancelling_a_waiter_does_not_cancel_delivery(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(kafka.bootstrap_servers, linger_ms=300) as producer:
+        handle = await producer.send(topic, b"keep me")
+        with anyio.move_on_after(0.05) as scope:
+            await handle
+        assert scope.cancelled_caught
+        meta = await handle
+    assert meta.offset == 0
+    assert [r.value for r in consume_all(kafka.bootstrap_servers, topic, expected=1)] == [
+        b"keep me"
+    ]
+
+
+async def test_flush_skips_the_linger(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    async with Producer(kafka.bootstrap_servers, linger_ms=60_000) as producer:
+        handle = await producer.send(topic, b"v")
+        await anyio.sleep(0.1)
+        assert not handle.done()
+        with anyio.fail_after(10):
+            await producer.flush()
+        assert handle.done() and handle.result().offset == 0
+
+
+async def test_close_delivers_what_it_can_then_fails_the_rest(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    node = kafka.node_ids[0]
+    async with Producer(kafka.bootstrap_servers, linger_ms=0, request_timeout_ms=2000) as producer:
+        delivered = [await producer.send(topic, f"d{i}".encode()) for i in range(100)]
+        await producer.flush()
+        kafka.pause_broker(node)
+        try:
+            stuck = [await producer.send(topic, f"s{i}".encode()) for i in range(100)]
+            started = time.monotonic()
+            await producer.close(timeout=0.5)
+            elapsed = time.monotonic() - started
+        finally:
+            kafka.resume_broker(node)
+    assert elapsed < 3
+    assert [h.result().offset for h in delivered] == list(range(100))
+    for handle in stuck:
+        assert isinstance(handle.exception(), ProducerClosedError)
+
+
+async def test_close_without_timeout_waits_for_every_record(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka, partitions=3)
+    producer = Producer(kafka.bootstrap_servers, linger_ms=1000)
+    await producer.start()
+    handles = [await producer.send(topic, f"{i}".encode(), key=b"%d" % i) for i in range(5000)]
+    await producer.close()
+    assert all(h.done() for h in handles)
+    assert sum(1 for h in handles if h.exception() is None) == 5000
+
+
+async def test_no_background_task_outlives_the_producer(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    before = len(anyio.get_running_tasks())
+    async with Producer(kafka.bootstrap_servers) as producer:
+        await producer.send_and_wait(topic, b"v")
+        assert len(anyio.get_running_tasks()) > before
+    assert len(anyio.get_running_tasks()) == before
