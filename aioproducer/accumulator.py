@@ -445,11 +445,6 @@ class Accumulator:
         )
         return handle, wake
 
-    def last_batch_full(self, topic: str, partition: int) -> bool:
-        """Whether the open batch of the partition is full (or there is none)."""
-        dq = self.batches.get((topic, partition))
-        return not dq or dq[-1].full
-
     def _new_batch(self, topic: str, partition: int, now: float) -> ProducerBatch:
         builder = RecordBatchBuilder(self.codec, self.compression_level)
         batch = ProducerBatch(topic, partition, builder, now, now + self.delivery_timeout)

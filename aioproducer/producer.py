@@ -187,12 +187,14 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        started = time.monotonic()
         key_b, value_b, hdrs, ts = self._prepare(topic, key, value, headers, timestamp_ms)
         info = self._cluster.snapshot.topics.get(topic)
+        waited = 0.0
         if info is None:
             _check_topic(topic)
+            started = time.monotonic()
             info = await self._cluster.wait_for_topic(topic, self._max_block)
+            waited = time.monotonic() - started
         need = self._acc.estimate_size(
             len(key_b) if key_b is not None else 0,
             len(value_b) if value_b is not None else 0,
@@ -202,8 +204,7 @@ class Producer:
             raise self._too_large(need + RECORD_BATCH_OVERHEAD)
         part = self._partition(topic, info, key_b, partition)
         if not self._budget.try_reserve(need):
-            remaining = self._max_block - (time.monotonic() - started)
-            await self._budget.reserve(need, max(0.0, remaining))
+            await self._budget.reserve(need, max(0.0, self._max_block - waited))
             if self._state != _RUNNING:
                 self._budget.release(need)
                 self._raise_not_running()
@@ -469,11 +470,13 @@ class Producer:
             and (key is None or not self._keys_decide)
             and self.config.partitioner is None
         ):
+            # The record went into the partition's newest batch, so its fullness is the
+            # partition's.
             self._sticky.on_append(
                 topic,
                 part,
                 need,
-                acc.last_batch_full(topic, part),
+                handle._batch.full,
                 info.available,
                 len(info.partitions),
             )

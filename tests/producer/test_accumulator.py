@@ -22,7 +22,9 @@ def make_acc(batch_size: int = 1000, linger: float = 0.005, memory: int = 1 << 2
     )
 
 
-def append(acc: Accumulator, tp: tuple[str, int], value: bytes, now: float, key: bytes | None = None):
+def append(
+    acc: Accumulator, tp: tuple[str, int], value: bytes, now: float, key: bytes | None = None
+):
     need = acc.estimate_size(len(key or b""), len(value), None)
     assert acc.budget.try_reserve(need)
     return acc.append(tp[0], tp[1], 1000, key, value, None, need, now)

@@ -1,0 +1,825 @@
+"""Kafka record batches, message format v2 (magic 2): building, re-stamping and decoding.
+
+A batch is a 61-byte header followed by the records section, which is compressed as a
+whole when the batch uses a codec (the record count stays in the uncompressed header)::
+
+    offset  field                 type     value written by the producer
+    0       baseOffset            int64    0 (the broker assigns offsets)
+    8       batchLength           int32    batch size - 12
+    12      partitionLeaderEpoch  int32    -1
+    16      magic                 int8     2
+    17      crc                   uint32   CRC-32C of bytes [21, end)
+    21      attributes            int16    codec (bits 0-2) | transactional (bit 4)
+    23      lastOffsetDelta       int32    record count - 1
+    27      baseTimestamp         int64    timestamp of the first record
+    35      maxTimestamp          int64    largest record timestamp
+    43      producerId            int64    -1 unless idempotent
+    51      producerEpoch         int16    -1 unless idempotent
+    55      baseSequence          int32    -1 unless idempotent
+    57      recordsCount          int32
+    61      records
+
+Each record is ``length`` (varint) followed by that many bytes: ``attributes`` (int8, 0),
+``timestampDelta`` (varlong), ``offsetDelta`` (varint), key and value (varint length, -1 for
+null, then the bytes) and the headers (varint count, then per header a varint-length UTF-8
+key and a varint-length value, -1 for null). Varints are zig-zag LEB128.
+
+Everything here is pure computation on bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from crc32c import crc32c
+
+from aioproducer.errors import CorruptRecordError, SerializationError
+from aioproducer.protocol.compression import Codec, compress, decompress, validate_level
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "RECORD_BATCH_OVERHEAD",
+    "Record",
+    "RecordBatch",
+    "RecordBatchBuilder",
+    "decode_batches",
+    "restamp_producer_state",
+]
+
+#: Size of the record batch header that precedes the records section.
+RECORD_BATCH_OVERHEAD: Final = 61
+
+#: Default bound on one batch's decompressed records section in :func:`decode_batches`.
+DEFAULT_MAX_DECOMPRESSED_SIZE: Final = 64 * 1024 * 1024
+
+_MAGIC: Final = 2
+# Bytes before batchLength's payload: baseOffset and batchLength itself.
+_LOG_OVERHEAD: Final = 12
+# Enough bytes to read batchLength and magic, as Java's ByteBufferLogInputStream requires
+# before it decides whether a batch is merely incomplete or invalid.
+_HEADER_UP_TO_MAGIC: Final = 17
+_CRC_START: Final = 21
+_PRODUCER_ID_OFFSET: Final = 43
+
+_CODEC_MASK: Final = 0x07
+_TIMESTAMP_TYPE_MASK: Final = 0x08
+_TRANSACTIONAL_FLAG: Final = 0x10
+_CONTROL_FLAG: Final = 0x20
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_PREFIX: Final = struct.Struct(">qiibI")
+# attributes .. recordsCount: the CRC-covered part of the header.
+_COVERED: Final = struct.Struct(">hiqqqhii")
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+# producerId, producerEpoch, baseSequence
+_PRODUCER_STATE: Final = struct.Struct(">qhi")
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+Header = tuple[str, bytes | None]
+BytesLike = bytes | bytearray | memoryview
+
+
+def _zigzag(value: int) -> bytes:
+    """Encode ``value`` as a zig-zag LEB128 varlong (also correct for varints)."""
+    encoded = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while encoded > 0x7F:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+    return bytes(out)
+
+
+# Encodings of -1..16383 looked up as _ZZ[n + 1]: every length, offset delta, header count
+# and timestamp delta of an ordinary record is in this range, and a tuple lookup is far
+# cheaper than running the LEB128 loop in Python for each field of each record.
+_TABLE_LIMIT: Final = 16384
+_ZZ: Final[tuple[bytes, ...]] = tuple(_zigzag(n) for n in range(-1, _TABLE_LIMIT))
+_NULL: Final = _ZZ[0]  # length -1
+_EMPTY_HEADERS: Final = _ZZ[1]  # count 0
+# A record's attributes byte: always 0 in v2.
+_ATTRS: Final = b"\x00"
+
+
+def _as_bytes_like(obj: object, what: str) -> BytesLike:
+    """Return ``obj`` as an object that ``bytearray +=`` copies and ``len`` measures in bytes."""
+    if isinstance(obj, (bytes, bytearray)):
+        return obj
+    try:
+        view = memoryview(obj)  # type: ignore[arg-type]
+    except TypeError:
+        raise SerializationError(
+            f"record {what} must be bytes-like or None, got {type(obj).__name__}"
+        ) from None
+    if view.format != "B" or view.ndim != 1:
+        try:
+            view = view.cast("B")
+        except TypeError as exc:
+            raise SerializationError(f"record {what} buffer cannot be read: {exc}") from None
+    return view
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytearray:
+    """Encode a non-empty header list, count included."""
+    count = len(headers)
+    out = bytearray(_ZZ[count + 1] if count < _TABLE_LIMIT else _zigzag(count))
+    for item in headers:
+        try:
+            hkey, hvalue = item
+        except (TypeError, ValueError):
+            raise SerializationError(
+                f"a header must be a (str, bytes | None) pair, got {item!r}"
+            ) from None
+        if not isinstance(hkey, str):
+            raise SerializationError(f"header keys must be str, got {type(hkey).__name__}")
+        try:
+            key_bytes = hkey.encode()
+        except UnicodeEncodeError as exc:
+            raise SerializationError(f"header key {hkey!r} is not valid UTF-8: {exc}") from None
+        size = len(key_bytes)
+        out += _ZZ[size + 1] if size < _TABLE_LIMIT else _zigzag(size)
+        out += key_bytes
+        if hvalue is None:
+            out += _NULL
+            continue
+        data: BytesLike = (
+            hvalue if type(hvalue) is bytes else _as_bytes_like(hvalue, "header value")
+        )
+        size = len(data)
+        out += _ZZ[size + 1] if size < _TABLE_LIMIT else _zigzag(size)
+        out += data
+    return out
+
+
+def _varint_size(value: int) -> int:
+    encoded = (value << 1) ^ (value >> 63)
+    size = 1
+    while encoded > 0x7F:
+        encoded >>= 7
+        size += 1
+    return size
+
+
+# Length (5) + attributes (1) + timestamp delta (10) + offset delta (5): Java's
+# DefaultRecord.MAX_RECORD_OVERHEAD.
+_MAX_RECORD_OVERHEAD: Final = 21
+
+
+class RecordBatchBuilder:
+    """Accumulates records into one v2 record batch and encodes it.
+
+    Records are encoded into an internal buffer as they are appended, so
+    :attr:`size_in_bytes` is always exact (before compression). :meth:`build` may be called
+    any number of times (a retry can rebuild with new producer state); appending after a
+    build is allowed and simply makes the next build larger.
+    """
+
+    __slots__ = (
+        "_base_ts",
+        "_buf",
+        "_codec",
+        "_compressed",
+        "_count",
+        "_level",
+        "_max_ts",
+        "_transactional",
+    )
+
+    def __init__(
+        self,
+        codec: Codec = Codec.NONE,
+        level: int | None = None,
+        *,
+        transactional: bool = False,
+    ) -> None:
+        """Create an empty builder for ``codec`` at ``level`` (``None``: codec default).
+
+        Raises :class:`~aioproducer.errors.ConfigError` if the level is not valid for the
+        codec.
+        """
+        self._codec = Codec(codec)
+        self._level = validate_level(self._codec, level)
+        self._transactional = bool(transactional)
+        self._buf = bytearray()
+        self._count = 0
+        self._base_ts = 0
+        self._max_ts = 0
+        # (record count, compressed records) of the last build, reused by a rebuild.
+        self._compressed: tuple[int, bytes] | None = None
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def codec(self) -> Codec:
+        """The compression codec of the batch."""
+        return self._codec
+
+    @property
+    def level(self) -> int | None:
+        """The effective compression level (``None`` for codecs without levels)."""
+        return self._level
+
+    @property
+    def transactional(self) -> bool:
+        """Whether the batch is marked transactional (attributes bit 4)."""
+        return self._transactional
+
+    @property
+    def record_count(self) -> int:
+        """Number of records appended so far."""
+        return self._count
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Header plus uncompressed records so far: the batch size if it were not compressed."""
+        return RECORD_BATCH_OVERHEAD + len(self._buf)
+
+    @property
+    def base_timestamp(self) -> int | None:
+        """Timestamp of the first record, or ``None`` while the builder is empty."""
+        return self._base_ts if self._count else None
+
+    @property
+    def max_timestamp(self) -> int | None:
+        """Largest record timestamp, or ``None`` while the builder is empty."""
+        return self._max_ts if self._count else None
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: Sequence[Header] = (),
+    ) -> int:
+        """Encode one record at the end of the batch and return its encoded size in bytes.
+
+        ``key``, ``value`` and header values may be any bytes-like object or ``None``
+        (null); they are copied, so the caller may reuse its buffers. Header keys are
+        ``str``. The first record's timestamp becomes the batch's base timestamp; later
+        timestamps may be smaller (the delta is signed). Invalid input leaves the builder
+        unchanged and raises :class:`~aioproducer.errors.SerializationError` (keys, values,
+        headers), ``TypeError`` (a timestamp that is not an int) or ``ValueError`` (a
+        timestamp outside int64).
+        """
+        # Everything is computed before the first byte is written, so a rejected record
+        # never leaves a partial encoding behind.
+        zz = _ZZ
+        limit = _TABLE_LIMIT
+        count = self._count
+        if count:
+            delta = timestamp_ms - self._base_ts
+            if 0 <= delta < limit:
+                ts_part = zz[delta + 1]
+            else:
+                ts_part = self._timestamp_delta(timestamp_ms, delta)
+            new_max = timestamp_ms > self._max_ts
+            if new_max and timestamp_ms > _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+        else:
+            if not isinstance(timestamp_ms, int):
+                raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
+            if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+            ts_part = b"\x00"
+            new_max = True
+        offset_part = zz[count + 1] if count < limit else _zigzag(count)
+
+        if type(key) is bytes:
+            key_len = len(key)
+            key_part = zz[key_len + 1] if key_len < limit else _zigzag(key_len)
+        elif key is None:
+            key_len = 0
+            key_part = _NULL
+        else:
+            key = _as_bytes_like(key, "key")
+            key_len = len(key)
+            key_part = zz[key_len + 1] if key_len < limit else _zigzag(key_len)
+
+        if type(value) is bytes:
+            value_len = len(value)
+            value_part = zz[value_len + 1] if value_len < limit else _zigzag(value_len)
+        elif value is None:
+            value_len = 0
+            value_part = _NULL
+        else:
+            value = _as_bytes_like(value, "value")
+            value_len = len(value)
+            value_part = zz[value_len + 1] if value_len < limit else _zigzag(value_len)
+
+        header_part: bytes | bytearray = _encode_headers(headers) if headers else _EMPTY_HEADERS
+
+        # +1 for the attributes byte.
+        size = (
+            1
+            + len(ts_part)
+            + len(offset_part)
+            + len(key_part)
+            + key_len
+            + len(value_part)
+            + value_len
+            + len(header_part)
+        )
+        length_part = zz[size + 1] if size < limit else _zigzag(size)
+
+        buf = self._buf
+        buf += length_part
+        buf += _ATTRS
+        buf += ts_part
+        buf += offset_part
+        buf += key_part
+        if key_len:
+            buf += key  # type: ignore[arg-type]
+        buf += value_part
+        if value_len:
+            buf += value  # type: ignore[arg-type]
+        buf += header_part
+
+        if count == 0:
+            self._base_ts = timestamp_ms
+        if new_max:
+            self._max_ts = timestamp_ms
+        self._count = count + 1
+        return size + len(length_part)
+
+    def _timestamp_delta(self, timestamp_ms: int, delta: int) -> bytes:
+        if not isinstance(timestamp_ms, int):
+            raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
+        if not _INT64_MIN <= timestamp_ms <= _INT64_MAX or not (_INT64_MIN <= delta <= _INT64_MAX):
+            raise ValueError(
+                f"timestamp {timestamp_ms} is out of range for this batch "
+                f"(base timestamp {self._base_ts})"
+            )
+        return _zigzag(delta)
+
+    @staticmethod
+    def estimate_size(key_len: int | None, value_len: int | None, headers: Sequence[Header]) -> int:
+        """Return an upper bound of what :meth:`append` adds for such a record.
+
+        ``key_len``/``value_len`` are byte lengths, ``None`` (or a negative number) for
+        null. The bound assumes worst-case varints for the length, timestamp delta and
+        offset delta, as Java's ``DefaultRecord.recordSizeUpperBound`` does; it excludes
+        the :data:`RECORD_BATCH_OVERHEAD` a new batch adds.
+        """
+        size = _MAX_RECORD_OVERHEAD
+        size += 1 if key_len is None or key_len < 0 else _varint_size(key_len) + key_len
+        size += 1 if value_len is None or value_len < 0 else _varint_size(value_len) + value_len
+        size += _varint_size(len(headers))
+        for hkey, hvalue in headers:
+            # isascii() is O(1) for str; otherwise 4 bytes per code point bounds UTF-8.
+            klen = len(hkey) if hkey.isascii() else 4 * len(hkey)
+            size += _varint_size(klen) + klen
+            if hvalue is None:
+                size += 1
+            else:
+                vlen = memoryview(hvalue).nbytes if type(hvalue) is not bytes else len(hvalue)
+                size += _varint_size(vlen) + vlen
+        return size
+
+    # -- building ----------------------------------------------------------------------------
+
+    def build(
+        self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1
+    ) -> bytes:
+        """Return the encoded batch: header, CRC and (compressed) records.
+
+        The builder is left intact, so the batch can be built again (compression is done
+        once and reused while no record is added). Raises ``ValueError`` for an empty
+        builder (brokers reject batches without records) and for producer fields that are
+        out of range or inconsistent (a producer id needs a sequence; a transactional
+        batch needs a producer id).
+        """
+        count = self._count
+        if not count:
+            raise ValueError("cannot build a record batch without records")
+        _check_producer_state(producer_id, producer_epoch, base_sequence, self._transactional)
+        if self._codec is Codec.NONE:
+            records: bytes | bytearray = self._buf
+        else:
+            cached = self._compressed
+            if cached is not None and cached[0] == count:
+                records = cached[1]
+            else:
+                records = compress(self._codec, self._buf, self._level)
+                self._compressed = (count, records)
+        attributes = self._codec | (_TRANSACTIONAL_FLAG if self._transactional else 0)
+        covered = _COVERED.pack(
+            attributes,
+            count - 1,
+            self._base_ts,
+            self._max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+        crc = crc32c(records, crc32c(covered))
+        batch_length = RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD + len(records)
+        prefix = _PREFIX.pack(0, batch_length, -1, _MAGIC, crc)
+        return b"".join((prefix, covered, records))
+
+    # -- splitting ---------------------------------------------------------------------------
+
+    def records(self) -> list[Record]:
+        """Decode the records appended so far (offsets are the offset deltas)."""
+        return _parse_records(bytes(self._buf), self._count, 0, self._base_ts, None)
+
+    def split(self, max_bytes: int) -> list[RecordBatchBuilder]:
+        """Re-split the records into builders of at most ``max_bytes`` (uncompressed) each.
+
+        Used when a broker answers ``MESSAGE_TOO_LARGE``. Order, timestamps, keys, values
+        and headers are preserved; codec, level and the transactional flag are inherited.
+        Sizes are measured like :attr:`size_in_bytes` (header included). A record that
+        alone exceeds ``max_bytes`` gets a builder of its own.
+        """
+        parts: list[RecordBatchBuilder] = []
+        current: RecordBatchBuilder | None = None
+        for record in self.records():
+            if current is None:
+                current = self._empty_like()
+                parts.append(current)
+            length, max_ts = len(current._buf), current._max_ts
+            current.append(record.timestamp_ms, record.key, record.value, record.headers)
+            if current.size_in_bytes > max_bytes and current._count > 1:
+                # Offset and timestamp deltas depend on the batch a record lands in, so
+                # the exact size is only known after appending: undo and start afresh.
+                current._truncate(length, current._count - 1, max_ts)
+                current = self._empty_like()
+                parts.append(current)
+                current.append(record.timestamp_ms, record.key, record.value, record.headers)
+        return parts
+
+    def _truncate(self, length: int, count: int, max_ts: int) -> None:
+        del self._buf[length:]
+        self._count = count
+        self._max_ts = max_ts
+        self._compressed = None
+
+    def _empty_like(self) -> RecordBatchBuilder:
+        return RecordBatchBuilder(self._codec, self._level, transactional=self._transactional)
+
+    def __repr__(self) -> str:
+        return (
+            f"<RecordBatchBuilder codec={self._codec.name.lower()} records={self._count} "
+            f"size={self.size_in_bytes}>"
+        )
+
+
+def _check_producer_state(
+    producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool
+) -> None:
+    if not _INT64_MIN <= producer_id <= _INT64_MAX:
+        raise ValueError(f"producer id {producer_id} does not fit in int64")
+    if not -(1 << 15) <= producer_epoch < (1 << 15):
+        raise ValueError(f"producer epoch {producer_epoch} does not fit in int16")
+    if not -(1 << 31) <= base_sequence < (1 << 31):
+        raise ValueError(f"base sequence {base_sequence} does not fit in int32")
+    if producer_id >= 0 and base_sequence < 0:
+        # The broker rejects an idempotent batch without a sequence (INVALID_RECORD).
+        raise ValueError(f"producer id {producer_id} needs a base sequence >= 0")
+    if transactional and producer_id < 0:
+        raise ValueError("a transactional batch needs a producer id")
+
+
+def restamp_producer_state(
+    batch: BytesLike,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool | None = None,
+) -> bytes:
+    """Return ``batch`` with new producer id, epoch and base sequence, and a fresh CRC.
+
+    ``transactional`` sets or clears attributes bit 4; ``None`` keeps it. The records
+    section is copied untouched (no recompression). ``batch`` must be exactly one v2 batch
+    whose CRC is valid: checking it first keeps a fresh CRC from hiding corruption.
+    Raises :class:`~aioproducer.errors.CorruptRecordError` for anything else and
+    ``ValueError`` for out-of-range producer fields.
+    """
+    view = memoryview(batch)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    if len(view) < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(f"a record batch needs at least 61 bytes, got {len(view)}")
+    base_offset, batch_length, leader_epoch, magic, crc = _PREFIX.unpack_from(view)
+    if magic != _MAGIC:
+        raise CorruptRecordError(f"unsupported record batch magic {magic} (expected 2)")
+    if batch_length + _LOG_OVERHEAD != len(view):
+        raise CorruptRecordError(
+            f"batch length field says {batch_length + _LOG_OVERHEAD} bytes, got {len(view)}"
+        )
+    actual = crc32c(view[_CRC_START:])
+    if actual != crc:
+        raise CorruptRecordError(
+            f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}"
+        )
+    (attributes,) = _INT16.unpack_from(view, _CRC_START)
+    if transactional is None:
+        transactional = bool(attributes & _TRANSACTIONAL_FLAG)
+    _check_producer_state(producer_id, producer_epoch, base_sequence, transactional)
+    if transactional:
+        attributes |= _TRANSACTIONAL_FLAG
+    else:
+        attributes &= ~_TRANSACTIONAL_FLAG
+    covered = bytearray(view[_CRC_START:RECORD_BATCH_OVERHEAD])
+    _INT16.pack_into(covered, 0, attributes)
+    _PRODUCER_STATE.pack_into(
+        covered, _PRODUCER_ID_OFFSET - _CRC_START, producer_id, producer_epoch, base_sequence
+    )
+    rest = view[RECORD_BATCH_OVERHEAD:]
+    new_crc = crc32c(rest, crc32c(covered))
+    prefix = _PREFIX.pack(base_offset, batch_length, leader_epoch, magic, new_crc)
+    return b"".join((prefix, covered, rest))
+
+
+# -- decoding ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record. ``offset`` and ``timestamp_ms`` are absolute."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RecordBatch:
+    """One decoded v2 record batch: every header field plus the decoded records."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    codec: Codec
+    #: 0 CreateTime, 1 LogAppendTime.
+    timestamp_type: int
+    is_transactional: bool
+    is_control: bool
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: list[Record]
+
+
+def decode_batches(
+    data: BytesLike,
+    *,
+    verify_crc: bool = True,
+    allow_partial: bool = False,
+    max_decompressed_size: int | None = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[RecordBatch]:
+    """Decode a sequence of concatenated v2 record batches.
+
+    A Fetch response may end with an incomplete batch: with ``allow_partial`` it is
+    skipped, otherwise it is an error. ``max_decompressed_size`` bounds each batch's
+    decompressed records section (``None``: unbounded).
+
+    Anything malformed raises :class:`~aioproducer.errors.CorruptRecordError`: magic other
+    than 2, a CRC mismatch (when ``verify_crc``), a length that is too small or runs past
+    the data, an unknown codec, undecodable compressed data, records that overrun their
+    length or a records section that does not hold exactly ``recordsCount`` records.
+    """
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    end = len(view)
+    batches: list[RecordBatch] = []
+    pos = 0
+    while pos < end:
+        remaining = end - pos
+        if remaining < _HEADER_UP_TO_MAGIC:
+            if allow_partial:
+                break
+            raise CorruptRecordError(
+                f"truncated record batch at byte {pos}: only {remaining} bytes left"
+            )
+        (batch_length,) = _INT32.unpack_from(view, pos + 8)
+        if batch_length < RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch at byte {pos} has invalid length {batch_length} "
+                f"(at least {RECORD_BATCH_OVERHEAD - _LOG_OVERHEAD} required)"
+            )
+        magic = view[pos + 16]
+        if magic != _MAGIC:
+            raise CorruptRecordError(
+                f"record batch at byte {pos} has unsupported magic {magic} (expected 2)"
+            )
+        size = batch_length + _LOG_OVERHEAD
+        if size > remaining:
+            if allow_partial:
+                break
+            raise CorruptRecordError(
+                f"record batch at byte {pos} claims {size} bytes but only {remaining} remain"
+            )
+        batches.append(
+            _decode_batch(view[pos : pos + size], pos, verify_crc, max_decompressed_size)
+        )
+        pos += size
+    return batches
+
+
+def _decode_batch(
+    view: memoryview, where: int, verify_crc: bool, max_size: int | None
+) -> RecordBatch:
+    (
+        base_offset,
+        batch_length,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _HEADER.unpack_from(view)
+    if verify_crc:
+        actual = crc32c(view[_CRC_START:])
+        if actual != crc:
+            raise CorruptRecordError(
+                f"record batch at byte {where} (base offset {base_offset}) failed its CRC "
+                f"check: stored {crc:#010x}, computed {actual:#010x}"
+            )
+    codec_id = attributes & _CODEC_MASK
+    if codec_id > Codec.ZSTD:
+        raise CorruptRecordError(f"record batch at byte {where} uses unknown codec id {codec_id}")
+    codec = Codec(codec_id)
+    if count < 0:
+        raise CorruptRecordError(f"record batch at byte {where} has negative record count {count}")
+    section = view[RECORD_BATCH_OVERHEAD:]
+    if codec is Codec.NONE:
+        records_data = bytes(section)
+    elif not section and not count:
+        records_data = b""
+    else:
+        records_data = decompress(codec, section, max_size=max_size)
+    timestamp_type = 1 if attributes & _TIMESTAMP_TYPE_MASK else 0
+    try:
+        records = _parse_records(
+            records_data,
+            count,
+            base_offset,
+            base_timestamp,
+            max_timestamp if timestamp_type else None,
+        )
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"record batch at byte {where} (base offset {base_offset}): {exc}"
+        ) from None
+    return RecordBatch(
+        base_offset=base_offset,
+        batch_length=batch_length,
+        partition_leader_epoch=leader_epoch,
+        magic=magic,
+        crc=crc,
+        attributes=attributes,
+        codec=codec,
+        timestamp_type=timestamp_type,
+        is_transactional=bool(attributes & _TRANSACTIONAL_FLAG),
+        is_control=bool(attributes & _CONTROL_FLAG),
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records=records,
+    )
+
+
+def _read_varint(
+    buf: bytes, pos: int, end: int, what: str, index: int, bits: int = 32
+) -> tuple[int, int]:
+    """Read a zig-zag varint (``bits`` 32) or varlong (64) from ``buf[pos:end]``.
+
+    ``what`` and ``index`` only name the field in error messages (formatted lazily: this
+    runs several times per record).
+    """
+    if pos < end:
+        byte = buf[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+    max_bytes = 5 if bits == 32 else 10
+    raw = 0
+    shift = 0
+    stop = min(end, pos + max_bytes)
+    while pos < stop:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if raw >> bits:
+                raise CorruptRecordError(f"{what} of record {index}: varint is out of range")
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    if pos >= end:
+        raise CorruptRecordError(f"{what} of record {index} is truncated")
+    raise CorruptRecordError(f"{what} of record {index}: varint is longer than {max_bytes} bytes")
+
+
+def _parse_records(
+    buf: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> list[Record]:
+    # Every record needs at least 7 bytes, so a count larger than that allows is corrupt;
+    # checking first also keeps a forged count from driving a long loop.
+    end = len(buf)
+    if count * 7 > end:
+        raise CorruptRecordError(f"{count} records cannot fit in {end} bytes")
+    read = _read_varint
+    records: list[Record] = []
+    pos = 0
+    for index in range(count):
+        length, pos = read(buf, pos, end, "length", index)
+        record_end = pos + length
+        if length < 6:
+            raise CorruptRecordError(f"record {index} has invalid length {length}")
+        if record_end > end:
+            raise CorruptRecordError(
+                f"record {index} has length {length}, but only {end - pos} bytes remain"
+            )
+        pos += 1  # attributes: unused in v2
+        ts_delta, pos = read(buf, pos, record_end, "timestamp delta", index, 64)
+        offset_delta, pos = read(buf, pos, record_end, "offset delta", index)
+        key_len, pos = read(buf, pos, record_end, "key length", index)
+        if key_len < 0:
+            if key_len != -1:
+                raise CorruptRecordError(f"record {index} has key length {key_len}")
+            key = None
+        else:
+            if key_len > record_end - pos:
+                raise CorruptRecordError(f"record {index}'s key overruns the record")
+            key = buf[pos : pos + key_len]
+            pos += key_len
+        value_len, pos = read(buf, pos, record_end, "value length", index)
+        if value_len < 0:
+            if value_len != -1:
+                raise CorruptRecordError(f"record {index} has value length {value_len}")
+            value = None
+        else:
+            if value_len > record_end - pos:
+                raise CorruptRecordError(f"record {index}'s value overruns the record")
+            value = buf[pos : pos + value_len]
+            pos += value_len
+        header_count, pos = read(buf, pos, record_end, "header count", index)
+        # Each header needs at least two bytes (two lengths).
+        if header_count < 0 or header_count * 2 > record_end - pos:
+            raise CorruptRecordError(f"record {index} has invalid header count {header_count}")
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(header_count):
+            hkey_len, pos = read(buf, pos, record_end, "header key length", index)
+            if hkey_len < 0 or hkey_len > record_end - pos:
+                raise CorruptRecordError(f"record {index} has invalid header key length {hkey_len}")
+            try:
+                hkey = buf[pos : pos + hkey_len].decode()
+            except UnicodeDecodeError:
+                raise CorruptRecordError(
+                    f"record {index} has a header key that is not UTF-8"
+                ) from None
+            pos += hkey_len
+            hvalue_len, pos = read(buf, pos, record_end, "header value length", index)
+            if hvalue_len < 0:
+                if hvalue_len != -1:
+                    raise CorruptRecordError(f"record {index} has header value length {hvalue_len}")
+                hvalue = None
+            else:
+                if hvalue_len > record_end - pos:
+                    raise CorruptRecordError(f"record {index}'s header value overruns the record")
+                hvalue = buf[pos : pos + hvalue_len]
+                pos += hvalue_len
+            headers.append((hkey, hvalue))
+        if pos != record_end:
+            raise CorruptRecordError(
+                f"record {index} declares {length} bytes but its fields use "
+                f"{length - (record_end - pos)}"
+            )
+        timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+    if pos != end:
+        raise CorruptRecordError(
+            f"{end - pos} bytes are left after the {count} records the header announces"
+        )
+    return records
