@@ -18,9 +18,11 @@ kafka-fetch: $(STAMP)
 demo: $(STAMP) kafka-fetch
 	$(PY) -m aioproducer demo
 
+LINT_DIRS := $(wildcard aioproducer tests examples bench)
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check aioproducer tests examples bench
-	$(VENV)/bin/ruff format --check aioproducer tests examples bench
+	$(VENV)/bin/ruff check $(LINT_DIRS)
+	$(VENV)/bin/ruff format --check $(LINT_DIRS)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -7,7 +7,6 @@ for the next one.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -114,8 +113,13 @@ class Cluster:
         return time.monotonic() < self._backoff_until.get(node_id, 0.0)
 
     async def _connect_quietly(self, node_id: int) -> None:
-        with contextlib.suppress(KafkaError):
+        try:
             await self.connect(node_id)
+        except KafkaError:
+            pass  # recorded in last_error; the sender retries after the backoff
+        except Exception:
+            # Never let a background connection attempt take the producer down.
+            log.exception("unexpected error connecting to node %s", node_id)
         if self.on_update is not None:
             self.on_update()
 

@@ -143,6 +143,14 @@ class BrokerConnection:
                 await self._handshake()
                 if self._authenticator is not None:
                     await self._authenticator(self)
+        except TimeoutError:
+            # Accepted the TCP connection but never answered: a hung broker.
+            error = ConnectionError(
+                f"node {self.node_id} ({self.host}:{self.port}) did not answer the "
+                f"handshake within {timeout * 1000:.0f} ms"
+            )
+            await self.aclose(error)
+            raise error from None
         except BaseException:
             await self.aclose()
             raise

@@ -9,6 +9,7 @@ class Metrics:
     """Counters updated by the producer's loop; cheap to keep, read with :meth:`snapshot`."""
 
     __slots__ = (
+        "batches_compressed_off_loop",
         "batches_sent",
         "batches_split",
         "bytes_sent",
@@ -28,6 +29,7 @@ class Metrics:
         self.records_retried = 0
         self.batches_sent = 0
         self.batches_split = 0
+        self.batches_compressed_off_loop = 0
         self.bytes_sent = 0
         self.requests_sent = 0
         self.throttle_time_ms = 0
@@ -54,6 +56,7 @@ class Metrics:
             "records_retried": self.records_retried,
             "batches_sent": batches,
             "batches_split": self.batches_split,
+            "batches_compressed_off_loop": self.batches_compressed_off_loop,
             "bytes_sent": self.bytes_sent,
             "records_per_batch_mean": self.records_sent / batches if batches else 0.0,
             "bytes_per_batch_mean": self.bytes_sent / batches if batches else 0.0,

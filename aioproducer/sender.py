@@ -79,12 +79,28 @@ class _ProduceCall:
     API_KEY = ApiKey.PRODUCE
     RESPONSE = ProduceResponse
 
-    __slots__ = ("acks", "batches", "node_id", "offload", "sent_at", "timeout_ms", "topics")
+    __slots__ = (
+        "acks",
+        "batches",
+        "metrics",
+        "node_id",
+        "offload",
+        "sent_at",
+        "timeout_ms",
+        "topics",
+    )
 
     def __init__(
-        self, node_id: int, acks: int, timeout_ms: int, batches: list[ProducerBatch], offload: int
+        self,
+        node_id: int,
+        acks: int,
+        timeout_ms: int,
+        batches: list[ProducerBatch],
+        offload: int,
+        metrics: Metrics,
     ) -> None:
         self.node_id = node_id
+        self.metrics = metrics
         self.acks = acks
         self.timeout_ms = timeout_ms
         self.batches = batches
@@ -103,6 +119,7 @@ class _ProduceCall:
                 # while the loop keeps accepting records.
                 if builder.codec != Codec.NONE and builder.size_in_bytes >= self.offload:
                     data = await anyio.to_thread.run_sync(builder.build, *args)
+                    self.metrics.batches_compressed_off_loop += 1
                 else:
                     data = builder.build(*args)
                 batch.built = data
@@ -298,6 +315,7 @@ class Sender:
             self._request_timeout_ms,
             batches,
             self.config.compression_offload_bytes,
+            self.metrics,
         )
         self._in_flight_calls += 1
         self.metrics.requests_sent += 1

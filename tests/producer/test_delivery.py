@@ -127,6 +127,28 @@ async def test_every_compression_codec_round_trips(kafka: KafkaCluster, compress
     check_readback(kafka, topic, sent)
 
 
+async def test_large_batches_compress_on_worker_threads(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka, partitions=3)
+    async with Producer(
+        kafka.bootstrap_servers,
+        compression_type="zstd",
+        batch_size=256 * 1024,
+        linger_ms=20,
+        compression_offload_bytes=64 * 1024,
+    ) as producer:
+        values = [b"%07d" % i + b"payload " * 40 for i in range(20_000)]
+        handles = await producer.send_many(
+            topic, values, keys=[b"%d" % (i % 11) for i in range(20_000)]
+        )
+        metas = [await h for h in handles]
+        assert producer.metrics()["batches_compressed_off_loop"] > 0
+    sent = {
+        v: (m.partition, m.offset, b"%d" % (i % 11), [])
+        for i, (v, m) in enumerate(zip(values, metas, strict=True))
+    }
+    check_readback(kafka, topic, sent)
+
+
 @pytest.mark.parametrize("acks", [0, 1, "all"])
 async def test_acks_settings(kafka: KafkaCluster, acks: Any) -> None:
     topic = new_topic(kafka, partitions=1)

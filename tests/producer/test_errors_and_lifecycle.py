@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 import uuid
@@ -14,6 +15,7 @@ from aioproducer import Producer
 from aioproducer.errors import (
     BufferFullError,
     ConfigError,
+    DeliveryTimeoutError,
     InvalidArgumentError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
@@ -323,3 +325,44 @@ async def test_no_background_task_outlives_the_producer(kafka: KafkaCluster) -> 
         await producer.send_and_wait(topic, b"v")
         assert len(anyio.get_running_tasks()) > before
     assert len(anyio.get_running_tasks()) == before
+
+
+async def test_undeliverable_records_fail_with_delivery_timeout(kafka: KafkaCluster) -> None:
+    topic = new_topic(kafka)
+    node = kafka.node_ids[0]
+    async with Producer(
+        kafka.bootstrap_servers,
+        linger_ms=0,
+        request_timeout_ms=800,
+        delivery_timeout_ms=2500,
+        retry_backoff_ms=50,
+        retry_backoff_max_ms=200,
+    ) as producer:
+        await producer.send_and_wait(topic, b"warm-up")
+        kafka.pause_broker(node)  # a hang, not a crash: requests just get no answer
+        try:
+            started = time.monotonic()
+            handles = [await producer.send(topic, f"late-{i}".encode()) for i in range(50)]
+            errors = []
+            for handle in handles:
+                with pytest.raises(DeliveryTimeoutError, match="delivery_timeout_ms") as info:
+                    await handle
+                errors.append(info.value)
+            elapsed = time.monotonic() - started
+        finally:
+            kafka.resume_broker(node)
+        assert 2.0 <= elapsed < 2.5 + 5
+        assert producer.metrics()["records_failed"] == 50
+        # The producer recovers once the broker is back (each try has 2.5 s to succeed).
+        meta = None
+        with anyio.fail_after(60):
+            while meta is None:
+                with contextlib.suppress(DeliveryTimeoutError):
+                    meta = await producer.send_and_wait(topic, b"after")
+    values = [r.value for r in consume_all(kafka.bootstrap_servers, topic, expected=2)]
+    # A timed-out record is "not confirmed", not "not written": the broker may still
+    # process requests that were in its socket buffer when it froze.
+    assert values[0] == b"warm-up"
+    assert values.count(b"after") == 1 and values[-1] == b"after"
+    assert set(values[1:-1]) <= {f"late-{i}".encode() for i in range(50)}
+    assert len(values[1:-1]) == len(set(values[1:-1]))
