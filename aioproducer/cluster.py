@@ -110,7 +110,11 @@ class Cluster:
 
     def is_backing_off(self, node_id: int) -> bool:
         """Whether a connection attempt to ``node_id`` failed recently."""
-        return time.monotonic() < self._backoff_until.get(node_id, 0.0)
+        return self.backoff_remaining(node_id) > 0
+
+    def backoff_remaining(self, node_id: int) -> float:
+        """Seconds until ``node_id`` may be connected to again (0 if it may now)."""
+        return max(0.0, self._backoff_until.get(node_id, 0.0) - time.monotonic())
 
     async def _connect_quietly(self, node_id: int) -> None:
         try:

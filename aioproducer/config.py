@@ -135,9 +135,21 @@ class ProducerConfig:
             raise ConfigError(
                 f"compression_type must be a str, got {type(self.compression_type).__name__}"
             )
-        codec = codec_from_name(self.compression_type)
+        try:
+            codec = codec_from_name(self.compression_type)
+        except ConfigError as exc:
+            raise ConfigError(f"compression_type: {exc}") from None
         set_(self, "codec", codec)
-        validate_level(codec, self.compression_level)
+        if self.compression_level is not None and (
+            isinstance(self.compression_level, bool) or not isinstance(self.compression_level, int)
+        ):
+            raise ConfigError(
+                f"compression_level must be an integer or None, got {self.compression_level!r}"
+            )
+        try:
+            validate_level(codec, self.compression_level)
+        except ConfigError as exc:
+            raise ConfigError(f"compression_level: {exc}") from None
 
         for name in ("key_serializer", "value_serializer", "partitioner"):
             value = getattr(self, name)
@@ -177,11 +189,6 @@ class ProducerConfig:
                 suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
                 raise ConfigError(f"unknown config key {key!r}{suggestion}")
         return cls(**kwargs)
-
-    @property
-    def retries_allowed(self) -> bool:
-        """Whether failed requests may be retried (always, within delivery_timeout_ms)."""
-        return True
 
 
 def _parse_bootstrap(value: str | Sequence[str]) -> tuple[tuple[str, int], ...]:

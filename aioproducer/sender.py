@@ -281,6 +281,11 @@ class Sender:
                 continue
             conn = self.cluster.connection_if_ready(node_id)
             if conn is None:
+                # A finished connection attempt wakes us; one that is backing off will not,
+                # so come back when its backoff ends.
+                backing_off = self.cluster.backoff_remaining(node_id)
+                if backing_off > 0:
+                    delay = min(delay, backing_off)
                 continue
             if conn.in_flight >= self._max_in_flight:
                 continue

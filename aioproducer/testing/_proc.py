@@ -28,12 +28,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["signal_group", "spawn"]
+__all__ = ["signal_group", "spawn", "wait_stopped"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -153,3 +154,36 @@ def signal_group(proc: subprocess.Popen[bytes], signum: int) -> bool:
         except ProcessLookupError:
             return False
     return True
+
+
+def wait_stopped(pid: int, timeout: float = 5.0) -> bool:
+    """Wait until every thread of ``pid`` is stopped (state ``T``) after SIGSTOP.
+
+    ``kill()`` returns before the signal has reached each thread, so a busy JVM can still
+    answer a request or two right after it; a pause must mean "answers nothing". Returns
+    False where ``/proc`` is not available (the caller then cannot be sure).
+    """
+    task_dir = f"/proc/{pid}/task"
+    if not os.path.isdir(task_dir):
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = False
+        try:
+            for tid in os.listdir(task_dir):
+                try:
+                    with open(f"{task_dir}/{tid}/stat", "rb") as fh:
+                        stat = fh.read()
+                except FileNotFoundError:
+                    continue  # the thread exited
+                # The state follows the parenthesised command name, which may hold spaces.
+                state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
+                if state not in (b"T", b"t", b"Z", b"X"):
+                    running = True
+                    break
+        except FileNotFoundError:
+            return True  # the process is gone
+        if not running:
+            return True
+        time.sleep(0.002)
+    return False

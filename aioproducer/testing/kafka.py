@@ -51,7 +51,7 @@ from ._install import (
     ensure_kafka,
     find_java,
 )
-from ._proc import signal_group, spawn
+from ._proc import signal_group, spawn, wait_stopped
 
 __all__ = ["DEFAULT_JVM_ARGS", "KafkaCluster", "KafkaSetupError", "ensure_kafka", "main"]
 
@@ -401,6 +401,7 @@ class KafkaCluster:
                 raise KafkaSetupError(f"broker {node_id} is not running")
             assert node.proc is not None
             signal_group(node.proc, signal.SIGSTOP)
+            wait_stopped(node.proc.pid)
             node.paused = True
 
     def resume_broker(
