@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from .errors import BufferFullError, KafkaError, ProducerClosedError
+from .errors import BufferFullError, ProducerClosedError
 from .protocol.compression import Codec
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
@@ -575,15 +575,6 @@ class Accumulator:
     def next_deadline(self) -> float:
         """The earliest delivery deadline of a queued batch (``inf`` if none)."""
         return min((dq[0].deadline for dq in self.batches.values()), default=math.inf)
-
-    def abort_all(self, exc_factory: Callable[[], KafkaError]) -> int:
-        """Fail every queued batch; returns how many records were failed."""
-        failed = 0
-        for dq in list(self.batches.values()):
-            for batch in list(dq):
-                failed += batch.record_count
-                self.fail_batch(batch, exc_factory())
-        return failed
 
     def queued_batches(self) -> Iterable[ProducerBatch]:
         """Every batch still in a queue."""

@@ -164,7 +164,7 @@ class Cluster:
                 self.fatal_error = exc
             attempts = self._backoff_attempts.get(node_id, 0) + 1
             self._backoff_attempts[node_id] = attempts
-            self._backoff_until[node_id] = time.monotonic() + _backoff(
+            self._backoff_until[node_id] = time.monotonic() + backoff(
                 attempts,
                 self.config.reconnect_backoff_ms / 1000,
                 self.config.reconnect_backoff_max_ms / 1000,
@@ -286,7 +286,7 @@ class Cluster:
                 await self._refresh_wanted.wait()
             # Coalesce bursts of requests, and never hammer a struggling cluster.
             if attempts:
-                await anyio.sleep(_backoff(attempts, backoff_min, backoff_max))
+                await anyio.sleep(backoff(attempts, backoff_min, backoff_max))
             self._refresh_wanted = anyio.Event()
             try:
                 await self.refresh()
@@ -310,9 +310,6 @@ class Cluster:
                     topics=sorted(self._topics),
                     allow_auto_topic_creation=self.config.allow_auto_create_topics,
                 )
-                if not request.topics and conn.versions.get(request.API_KEY, 0) == 0:
-                    # v0 cannot ask for "no topics"; any cheap answer will do.
-                    pass
                 response: MetadataResponse = await conn.request(request)
             except AuthenticationError:
                 raise
@@ -373,12 +370,9 @@ class Cluster:
         return info.leaders.get(partition, -1)
 
 
-def _backoff(attempts: int, base: float, cap: float) -> float:
+def backoff(attempts: int, base: float, cap: float) -> float:
     """Exponential backoff with +-20% jitter, as the Java client does."""
     if base <= 0:
         return 0.0
     exp = min(cap, base * math.pow(2, max(0, attempts - 1)))
     return exp * random.uniform(0.8, 1.2)
-
-
-backoff = _backoff

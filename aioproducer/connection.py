@@ -264,10 +264,18 @@ class BrokerConnection:
                 await self._outbox_ready.wait()
                 continue
             entry, frame, expect_response = outbox.popleft()
-            if frame is None:
-                frame = await _encode(entry, self.client_id)
             if expect_response:
+                # Tracked before anything can fail or suspend, so a connection that dies
+                # from here on still completes this request.
                 self._pending.append(entry)
+            try:
+                if frame is None:
+                    frame = await _encode(entry, self.client_id)
+            except Exception as exc:
+                if expect_response:
+                    self._pending.remove(entry)
+                _safe_callback(entry.callback, None, exc)
+                continue
             await stream.send(frame)
             if not expect_response:
                 _safe_callback(entry.callback, None, None)
@@ -302,9 +310,14 @@ class BrokerConnection:
         if not self._pending:
             raise ProtocolError(f"node {self.node_id} sent a response nobody asked for")
         entry = self._pending.popleft()
-        correlation_id, response = framing.decode_response(
-            type(entry.request), entry.version, frame
-        )
+        try:
+            correlation_id, response = framing.decode_response(
+                type(entry.request), entry.version, frame
+            )
+        except BaseException as exc:
+            # The connection is about to close; this request must still get an outcome.
+            _safe_callback(entry.callback, None, _as_connection_error(exc, self))
+            raise
         if correlation_id != entry.correlation_id:
             raise ProtocolError(
                 f"node {self.node_id} answered correlation id {correlation_id}, "

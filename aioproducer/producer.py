@@ -16,6 +16,7 @@ from .accumulator import Accumulator, DeliveryHandle, MemoryBudget, RecordMetada
 from .cluster import Cluster, TopicInfo
 from .config import ProducerConfig
 from .errors import (
+    BufferFullError,
     InvalidArgumentError,
     KafkaTimeoutError,
     MetadataNotReadyError,
@@ -250,8 +251,6 @@ class Producer:
             raise self._too_large(need + RECORD_BATCH_OVERHEAD)
         part = self._partition(topic, info, key_b, partition)
         if not self._budget.try_reserve(need):
-            from .errors import BufferFullError
-
             raise BufferFullError(
                 f"no room in buffer_memory ({self._budget.limit} bytes, "
                 f"{self._budget.used} in use) for a {need}-byte record"

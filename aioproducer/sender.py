@@ -219,7 +219,8 @@ class Sender:
                 self._fatal = exc
                 return
             except KafkaError as exc:
-                log.debug("InitProducerId failed: %s", exc)
+                # Nothing is sent while this fails, so make it visible.
+                log.warning("InitProducerId failed (attempt %d), retrying: %s", attempts + 1, exc)
                 attempts += 1
                 self.cluster.request_refresh()
                 # Batches keep expiring while the cluster is away.
@@ -393,7 +394,7 @@ class Sender:
             part = results.get((batch.topic, batch.partition))
             if part is None:
                 self._retry_or_fail(
-                    batch, KafkaErrorMissing(f"{batch.topic}-{batch.partition}"), now
+                    batch, MissingPartitionError(f"{batch.topic}-{batch.partition}"), now
                 )
                 continue
             code = part.error_code
@@ -494,7 +495,7 @@ class Sender:
         self._stopped.set()
 
 
-class KafkaErrorMissing(KafkaError):
+class MissingPartitionError(KafkaError):
     """The broker's answer did not mention a partition that was in the request."""
 
     retriable = True
