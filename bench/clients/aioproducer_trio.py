@@ -1,0 +1,9 @@
+"""aioproducer, one task awaiting ``send()`` per record, under trio (aioproducer uses anyio)."""
+
+from __future__ import annotations
+
+from ._common import main_async
+from .aioproducer_asyncio import produce
+
+if __name__ == "__main__":
+    raise SystemExit(main_async("aioproducer-trio", "aioproducer", produce, loop="trio"))

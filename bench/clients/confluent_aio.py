@@ -1,0 +1,44 @@
+"""confluent-kafka's ``confluent_kafka.aio.AIOProducer``: one task awaiting ``produce()``.
+
+``await produce()`` appends to a Python-side buffer and returns a future (so a record takes
+two awaits); every ``batch_size`` (1000, a count of messages) buffered records are handed
+to librdkafka with ``produce_batch()`` in a thread pool. ``flush()`` hands over the rest and
+waits for librdkafka to deliver everything. Constructor arguments are left at their defaults
+(``batch_size=1000``, ``buffer_timeout=1.0``, ``max_workers=4``), as its documentation shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from confluent_kafka.aio import AIOProducer
+
+from ._common import ClientArgs, Meter, count_failed_futures, iter_values, main_async
+from .confluent_sync import config
+
+
+async def produce(args: ClientArgs, meter: Meter) -> int:
+    """Produce every record with ``await produce()``, flush, then check every future."""
+    producer = AIOProducer(config(args.bootstrap_servers))
+    try:
+        await producer.list_topics(args.topic, timeout=30)
+        topic = args.topic
+        futures: list[asyncio.Future[Any]] = []
+        append = futures.append
+        send = producer.produce
+        meter.start()
+        for value in iter_values(args.records, args.value_size):
+            append(await send(topic, value))
+        remaining = await producer.flush(120)
+        failed = await count_failed_futures(futures, meter)
+        meter.stop()
+    finally:
+        await producer.close()
+    if remaining:
+        raise SystemExit(f"flush() left {remaining} records undelivered")
+    return failed
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_async("confluent-aio", "confluent-kafka", produce, loop="asyncio"))
