@@ -219,9 +219,11 @@ class Sender:
                 self._fatal = exc
                 return
             except KafkaError as exc:
-                # Nothing is sent while this fails, so make it visible.
-                log.warning("InitProducerId failed (attempt %d), retrying: %s", attempts + 1, exc)
                 attempts += 1
+                # A fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a moment; only
+                # a persistent failure (nothing is sent meanwhile) deserves a warning.
+                level = logging.WARNING if attempts >= 5 else logging.DEBUG
+                log.log(level, "InitProducerId failed (attempt %d), retrying: %s", attempts, exc)
                 self.cluster.request_refresh()
                 # Batches keep expiring while the cluster is away.
                 self._expire(time.monotonic())
