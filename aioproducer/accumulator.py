@@ -153,7 +153,9 @@ class ProducerBatch:
 
     def _finish(self) -> None:
         self.done = True
+        # Handles keep their batch alive; the record bytes need not outlive delivery.
         self.built = None
+        self.builder.release()
         if self._event is not None:
             self._event.set()
         callbacks, self._callbacks = self._callbacks, None

@@ -43,7 +43,15 @@ _RECEIVE_CHUNK = 256 * 1024
 
 
 class _Pending:
-    __slots__ = ("api_key", "callback", "correlation_id", "deadline", "request", "version")
+    __slots__ = (
+        "api_key",
+        "callback",
+        "correlation_id",
+        "deadline",
+        "finished",
+        "request",
+        "version",
+    )
 
     def __init__(
         self,
@@ -59,6 +67,14 @@ class _Pending:
         self.correlation_id = correlation_id
         self.callback = callback
         self.deadline = deadline
+        self.finished = False
+
+    def finish(self, response: Any, error: BaseException | None) -> None:
+        """Deliver the outcome, once: a request may be reachable from more than one path."""
+        if self.finished:
+            return
+        self.finished = True
+        _safe_callback(self.callback, response, error)
 
 
 class BrokerConnection:
@@ -100,6 +116,11 @@ class BrokerConnection:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {state}>"
+
+    def _closing(self) -> bool:
+        # A call, not an attribute read, so type narrowing does not assume it cannot
+        # change while the task is suspended.
+        return self.closed
 
     @property
     def in_flight(self) -> int:
@@ -203,12 +224,16 @@ class BrokerConnection:
             log.debug("closing %r: %s", self, reason)
         if self._scope is not None:
             self._scope.cancel()
-        pending, self._pending = self._pending, collections.deque()
-        outbox, self._outbox = self._outbox, collections.deque()
+        # Emptied in place: the reader and writer hold these same deques, and may run a
+        # little longer before their cancellation lands.
+        pending = list(self._pending)
+        self._pending.clear()
+        outbox = list(self._outbox)
+        self._outbox.clear()
         for entry in pending:
-            _safe_callback(entry.callback, None, self.close_reason)
+            entry.finish(None, self.close_reason)
         for entry, _frame, _expect in outbox:
-            _safe_callback(entry.callback, None, self.close_reason)
+            entry.finish(None, self.close_reason)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -258,7 +283,7 @@ class BrokerConnection:
         stream = self._stream
         assert stream is not None
         outbox = self._outbox
-        while True:
+        while not self._closing():
             if not outbox:
                 self._outbox_ready = anyio.Event()
                 await self._outbox_ready.wait()
@@ -272,20 +297,22 @@ class BrokerConnection:
                 if frame is None:
                     frame = await _encode(entry, self.client_id)
             except Exception as exc:
-                if expect_response:
+                if expect_response and entry in self._pending:
                     self._pending.remove(entry)
-                _safe_callback(entry.callback, None, exc)
+                entry.finish(None, exc)
                 continue
+            if self._closing():
+                return
             await stream.send(frame)
             if not expect_response:
-                _safe_callback(entry.callback, None, None)
+                entry.finish(None, None)
 
     async def _reader(self) -> None:
         stream = self._stream
         assert stream is not None
         deframer = framing.FrameReader(max_frame_size=_MAX_FRAME)
         pending = self._pending
-        while True:
+        while not self._closing():
             if pending:
                 wait = pending[0].deadline - time.monotonic()
                 if wait <= 0:
@@ -304,6 +331,8 @@ class BrokerConnection:
                         f"node {self.node_id} ({self.host}:{self.port}) closed the connection"
                     ) from exc
                 for frame in deframer.feed(data):
+                    if self._closing():
+                        return
                     self._dispatch(frame)
 
     def _dispatch(self, frame: bytes) -> None:
@@ -316,14 +345,14 @@ class BrokerConnection:
             )
         except BaseException as exc:
             # The connection is about to close; this request must still get an outcome.
-            _safe_callback(entry.callback, None, _as_connection_error(exc, self))
+            entry.finish(None, _as_connection_error(exc, self))
             raise
         if correlation_id != entry.correlation_id:
             raise ProtocolError(
                 f"node {self.node_id} answered correlation id {correlation_id}, "
                 f"expected {entry.correlation_id}"
             )
-        _safe_callback(entry.callback, response, None)
+        entry.finish(response, None)
 
 
 async def _encode(entry: _Pending, client_id: str) -> bytes:

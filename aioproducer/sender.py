@@ -81,6 +81,7 @@ class _ProduceCall:
 
     __slots__ = (
         "acks",
+        "answered",
         "batches",
         "metrics",
         "node_id",
@@ -106,6 +107,7 @@ class _ProduceCall:
         self.batches = batches
         self.offload = offload
         self.sent_at = 0.0
+        self.answered = False
         self.topics: list[tuple[str, list[tuple[int, bytes]]]] = []
 
     async def prepare(self) -> None:
@@ -355,7 +357,12 @@ class Sender:
     # -- responses -------------------------------------------------------------------------
 
     def _on_response(self, call: _ProduceCall, response: Any, error: BaseException | None) -> None:
-        # Runs in a connection task: only hand over, never touch batch state here.
+        # Runs in a connection task: only hand over, never touch batch state here. A call
+        # is settled once; a second answer would corrupt the in-flight accounting.
+        if call.answered:
+            log.warning("ignoring a second outcome for a produce request to node %s", call.node_id)
+            return
+        call.answered = True
         self._inbox.append((call, response, error))
         self._wakeup.set()
 

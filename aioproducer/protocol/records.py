@@ -189,6 +189,7 @@ class RecordBatchBuilder:
         "_count",
         "_level",
         "_max_ts",
+        "_released",
         "_transactional",
     )
 
@@ -208,6 +209,7 @@ class RecordBatchBuilder:
         self._level = validate_level(self._codec, level)
         self._transactional = bool(transactional)
         self._buf = bytearray()
+        self._released = False
         self._count = 0
         self._base_ts = 0
         self._max_ts = 0
@@ -240,6 +242,15 @@ class RecordBatchBuilder:
     def size_in_bytes(self) -> int:
         """Header plus uncompressed records so far: the batch size if it were not compressed."""
         return RECORD_BATCH_OVERHEAD + len(self._buf)
+
+    def release(self) -> None:
+        """Free the encoded records once the batch is settled; the counts stay readable.
+
+        The builder may not be appended to or built afterwards.
+        """
+        self._buf = bytearray()
+        self._compressed = None
+        self._released = True
 
     @property
     def base_timestamp(self) -> int | None:
@@ -397,6 +408,8 @@ class RecordBatchBuilder:
         out of range or inconsistent (a producer id needs a sequence; a transactional
         batch needs a producer id).
         """
+        if self._released:
+            raise ValueError("the builder was released; its records are gone")
         count = self._count
         if not count:
             raise ValueError("cannot build a record batch without records")

@@ -260,3 +260,13 @@ async def test_closing_the_budget_releases_waiters_with_producer_closed() -> Non
         await anyio.wait_all_tasks_blocked()
         budget.close()
     assert len(errors) == 1
+
+
+def test_a_settled_batch_no_longer_holds_its_records() -> None:
+    acc = make_acc()
+    tp = ("t", 0)
+    handle, _ = append(acc, tp, b"x" * 500, 0.0)
+    batch = acc.pop_head(tp)
+    acc.complete_batch(batch, base_offset=7, log_append_time=-1)
+    assert batch.builder.size_in_bytes == RECORD_BATCH_OVERHEAD
+    assert handle.result().offset == 7

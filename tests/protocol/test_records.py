@@ -1098,3 +1098,15 @@ def test_restamp_round_trip(
     assert decoded.records == decode_batches(batch)[0].records
     assert KafkaMemoryRecords(restamped).next_batch().validate_crc()
     assert AiokafkaMemoryRecords(restamped).next_batch().validate_crc()
+
+
+def test_release_frees_the_records_but_keeps_the_count() -> None:
+    builder = RecordBatchBuilder()
+    for i in range(10):
+        builder.append(1000 + i, None, b"x" * 100)
+    assert builder.size_in_bytes > 1000
+    builder.release()
+    assert builder.record_count == 10
+    assert builder.size_in_bytes == RECORD_BATCH_OVERHEAD
+    with pytest.raises(ValueError, match="released"):
+        builder.build()

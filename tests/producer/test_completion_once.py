@@ -1,0 +1,54 @@
+"""Every request completes exactly once, however a connection ends (no broker needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aioproducer.accumulator import Accumulator, MemoryBudget
+from aioproducer.cluster import Cluster
+from aioproducer.config import ProducerConfig
+from aioproducer.connection import BrokerConnection
+from aioproducer.errors import ConnectionError as KafkaConnectionError
+from aioproducer.metrics import Metrics
+from aioproducer.protocol.compression import Codec
+from aioproducer.protocol.messages import MetadataRequest
+from aioproducer.sender import Sender, _ProduceCall
+
+
+def test_shutdown_empties_the_queues_the_connection_tasks_hold() -> None:
+    conn = BrokerConnection("127.0.0.1", 1, node_id=1, client_id="t", request_timeout=30.0)
+    outcomes: list[tuple[Any, Any]] = []
+    for _ in range(3):
+        conn.submit(MetadataRequest([]), 1, lambda r, e: outcomes.append((r, e)))
+    # The writer and reader keep references to these very deques.
+    outbox, pending = conn._outbox, conn._pending
+    conn.close_nowait(KafkaConnectionError("cut"))
+    conn.close_nowait(KafkaConnectionError("cut again"))
+    assert len(outbox) == 0 and len(pending) == 0
+    assert len(outcomes) == 3
+    assert all(isinstance(e, KafkaConnectionError) and str(e) == "cut" for _, e in outcomes)
+    # After close, a new request fails at once, and only once.
+    conn.submit(MetadataRequest([]), 1, lambda r, e: outcomes.append((r, e)))
+    assert len(outcomes) == 4
+
+
+def test_sender_settles_a_produce_call_only_once() -> None:
+    config = ProducerConfig()
+    budget = MemoryBudget(config.buffer_memory)
+    acc = Accumulator(
+        batch_size=1000,
+        linger=0.0,
+        delivery_timeout=120.0,
+        codec=Codec.NONE,
+        compression_level=None,
+        budget=budget,
+    )
+    sender = Sender(config, acc, Cluster(config), Metrics())
+    call = _ProduceCall(1, -1, 30000, [], 0, Metrics())
+    sender._in_flight_calls = 1
+    error = KafkaConnectionError("cut")
+    sender._on_response(call, None, error)
+    sender._on_response(call, None, error)
+    assert len(sender._inbox) == 1
+    sender._process_inbox(0.0)
+    assert sender._in_flight_calls == 0
