@@ -62,7 +62,6 @@ class ProducerConfig:
     value_serializer: Serializer | None = None
     partitioner: Partitioner | None = None
     partitioner_ignore_keys: bool = False
-    connections_max_idle_ms: int = 540000
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
@@ -119,7 +118,6 @@ class ProducerConfig:
         _check_int("max_request_size", self.max_request_size, 1024, _INT32_MAX)
         _check_int("compression_offload_bytes", self.compression_offload_bytes, 0, 2**62)
         _check_int("metadata_max_age_ms", self.metadata_max_age_ms, 0, _INT32_MAX)
-        _check_int("connections_max_idle_ms", self.connections_max_idle_ms, 0, 2**62)
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 "delivery_timeout_ms must be at least linger_ms + request_timeout_ms "

@@ -196,14 +196,7 @@ class Producer:
             started = time.monotonic()
             info = await self._cluster.wait_for_topic(topic, self._max_block)
             waited = time.monotonic() - started
-        need = self._acc.estimate_size(
-            len(key_b) if key_b is not None else 0,
-            len(value_b) if value_b is not None else 0,
-            hdrs,
-        )
-        if need + RECORD_BATCH_OVERHEAD > self._max_record:
-            raise self._too_large(need + RECORD_BATCH_OVERHEAD)
-        part = self._partition(topic, info, key_b, partition)
+        need, part = self._size_and_partition(topic, info, key_b, value_b, hdrs, partition)
         if not self._budget.try_reserve(need):
             await self._budget.reserve(need, max(0.0, self._max_block - waited))
             if self._state != _RUNNING:
@@ -242,14 +235,7 @@ class Producer:
             _check_topic(topic)
             self._cluster.add_topics((topic,))
             raise MetadataNotReadyError(f"metadata for topic {topic!r} is not loaded yet")
-        need = self._acc.estimate_size(
-            len(key_b) if key_b is not None else 0,
-            len(value_b) if value_b is not None else 0,
-            hdrs,
-        )
-        if need + RECORD_BATCH_OVERHEAD > self._max_record:
-            raise self._too_large(need + RECORD_BATCH_OVERHEAD)
-        part = self._partition(topic, info, key_b, partition)
+        need, part = self._size_and_partition(topic, info, key_b, value_b, hdrs, partition)
         if not self._budget.try_reserve(need):
             raise BufferFullError(
                 f"no room in buffer_memory ({self._budget.limit} bytes, "
@@ -303,9 +289,8 @@ class Producer:
         handles: list[DeliveryHandle] = []
         append = handles.append
         prepare = self._prepare
-        estimate = self._acc.estimate_size
+        size_and_partition = self._size_and_partition
         budget = self._budget
-        max_record = self._max_record - RECORD_BATCH_OVERHEAD
         for i in range(count):
             key_b, value_b, hdrs, ts = prepare(
                 topic,
@@ -314,14 +299,7 @@ class Producer:
                 header_list[i] if header_list is not None else None,
                 timestamp_ms,
             )
-            need = estimate(
-                len(key_b) if key_b is not None else 0,
-                len(value_b) if value_b is not None else 0,
-                hdrs,
-            )
-            if need > max_record:
-                raise self._too_large(need + RECORD_BATCH_OVERHEAD)
-            part = self._partition(topic, info, key_b, partition)
+            need, part = size_and_partition(topic, info, key_b, value_b, hdrs, partition)
             if not budget.try_reserve(need):
                 self._sender.wakeup()
                 await budget.reserve(need, self._max_block)
@@ -427,6 +405,26 @@ class Producer:
                 f"None, got {timestamp_ms!r}"
             )
         return key, value, hdrs, ts
+
+    def _size_and_partition(
+        self,
+        topic: str,
+        info: TopicInfo,
+        key: Any,
+        value: Any,
+        hdrs: list[tuple[str, bytes | None]] | None,
+        partition: int | None,
+    ) -> tuple[int, int]:
+        """The bytes to reserve for a record (RecordTooLargeError if it can never fit) and
+        its partition."""
+        need = self._acc.estimate_size(
+            len(key) if key is not None else 0,
+            len(value) if value is not None else 0,
+            hdrs,
+        )
+        if need + RECORD_BATCH_OVERHEAD > self._max_record:
+            raise self._too_large(need + RECORD_BATCH_OVERHEAD)
+        return need, self._partition(topic, info, key, partition)
 
     def _partition(self, topic: str, info: TopicInfo, key: Any, partition: int | None) -> int:
         count = len(info.partitions)
