@@ -21,6 +21,7 @@ import collections
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -491,13 +492,11 @@ class Sender:
 
     # -- shutdown --------------------------------------------------------------------------
 
-    def abort_everything(self, exc_factory: Any) -> None:
+    def abort_everything(self, exc_factory: Callable[[], BaseException]) -> None:
         """Fail every batch that is not yet complete, queued or in flight."""
         self._process_inbox(time.monotonic())
         for batch in list(self.acc.incomplete):
-            self.metrics.records_failed += batch.record_count
-            batch.in_flight = False
-            self.acc.fail_batch(batch, exc_factory())
+            self._fail(batch, exc_factory())
 
     def stop(self) -> None:
         """Release anything waiting inside the sender (it is about to be cancelled)."""
