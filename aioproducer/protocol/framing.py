@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
 from aioproducer.protocol.messages import REQUEST_TYPES, RESPONSE_TYPES, Request, Response
 from aioproducer.protocol.primitives import Reader, Writer
-from aioproducer.protocol.versions import CLIENT_VERSIONS, ApiKey, is_flexible
+from aioproducer.protocol.versions import CODEC_VERSIONS, ApiKey, is_flexible
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -55,7 +55,7 @@ class RequestHeader:
 
 
 def _check_version(api_key: ApiKey, version: int) -> None:
-    low, high = CLIENT_VERSIONS[api_key]
+    low, high = CODEC_VERSIONS[api_key]
     if not low <= version <= high:
         raise UnsupportedVersionError(
             f"{api_key.name} version {version} is not implemented (supported: {low}-{high})"

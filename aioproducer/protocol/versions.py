@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 from aioproducer.errors import UnsupportedVersionError
 
-__all__ = ["CLIENT_VERSIONS", "ApiKey", "is_flexible", "negotiate_versions"]
+__all__ = ["CLIENT_VERSIONS", "CODEC_VERSIONS", "ApiKey", "is_flexible", "negotiate_versions"]
 
 
 class ApiKey(enum.IntEnum):
@@ -37,6 +37,14 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
         ApiKey.SASL_AUTHENTICATE: (0, 2),
         ApiKey.CREATE_TOPICS: (2, 7),
     }
+)
+
+#: Every API and version range with a codec: the client's APIs plus Fetch (v13+ addresses
+#: topics by id) and ListOffsets, which the producer never sends and does not negotiate (an old
+#: broker's Fetch range must not stop it from producing); they let
+#: :class:`aioproducer.testing.FakeCluster` serve consumers.
+CODEC_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
+    {**CLIENT_VERSIONS, ApiKey.FETCH: (4, 12), ApiKey.LIST_OFFSETS: (1, 11)}
 )
 
 # First flexible (KIP-482) version of each API, from the schemas' "flexibleVersions";

@@ -1,4 +1,5 @@
-"""Test support: a real Apache Kafka cluster, started from Python, for integration tests.
+"""Test support: a real Apache Kafka cluster, started from Python, for integration tests,
+and :class:`FakeCluster`, an in-process fake that speaks the protocol and injects faults.
 
 ::
 
@@ -28,11 +29,13 @@ from ._install import (
 KafkaSetupError.__module__ = __name__
 
 if TYPE_CHECKING:
+    from .fake import FakeCluster
     from .kafka import DEFAULT_JVM_ARGS, KafkaCluster
 
 __all__ = [
     "DEFAULT_JVM_ARGS",
     "DEFAULT_KAFKA_VERSION",
+    "FakeCluster",
     "KafkaCluster",
     "KafkaSetupError",
     "default_cache_dir",
@@ -48,4 +51,8 @@ def __getattr__(name: str) -> Any:
         from . import kafka
 
         return getattr(kafka, name)
+    if name == "FakeCluster":
+        from .fake import FakeCluster
+
+        return FakeCluster
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,8 +21,19 @@ from aioproducer.protocol.messages import (
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    FetchTopicResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
     MetadataRequest,
     MetadataResponse,
     PartitionMetadata,
@@ -37,7 +48,7 @@ from aioproducer.protocol.messages import (
     SaslHandshakeResponse,
     TopicMetadata,
 )
-from aioproducer.protocol.versions import CLIENT_VERSIONS
+from aioproducer.protocol.versions import CODEC_VERSIONS
 
 INT8 = st.integers(-(2**7), 2**7 - 1)
 INT16 = st.integers(-(2**15), 2**15 - 1)
@@ -243,6 +254,87 @@ def create_topics_response(v: int) -> st.SearchStrategy[CreateTopicsResponse]:
     return st.builds(CreateTopicsResponse, INT32, st.lists(result, **SMALL))
 
 
+# -- Fetch ----------------------------------------------------------------------------------------
+
+
+def fetch_request(v: int) -> st.SearchStrategy[FetchRequest]:
+    partition = st.builds(
+        FetchPartition,
+        INT32,
+        INT64,
+        INT32,
+        when(v >= 9, INT32, -1),
+        when(v >= 5, INT64, -1),
+        when(v >= 12, INT32, -1),
+    )
+    topic = st.builds(FetchTopic, TEXT, st.lists(partition, **SMALL))
+    return st.builds(
+        FetchRequest,
+        st.lists(topic, **SMALL),
+        INT32,
+        INT32,
+        INT32,
+        INT8,
+        INT32,
+        when(v >= 7, INT32, 0),
+        when(v >= 7, INT32, -1),
+        when(v >= 7, st.lists(st.tuples(TEXT, INT32S), **SMALL), []),
+        when(v >= 11, TEXT, ""),
+        when(v >= 12, NTEXT, None),
+    )
+
+
+def fetch_partition(v: int) -> st.SearchStrategy[FetchPartitionResponse]:
+    flexible = v >= 12
+    return st.builds(
+        FetchPartitionResponse,
+        INT32,
+        INT16,
+        INT64,
+        INT64,
+        when(v >= 5, INT64, -1),
+        st.none() | st.lists(st.tuples(INT64, INT64), **SMALL),
+        when(v >= 11, INT32, -1),
+        st.none() | st.binary(max_size=40),
+        when(flexible, st.none() | st.tuples(INT32, INT64), None),
+        when(flexible, st.none() | st.tuples(INT32, INT32), None),
+        when(flexible, st.none() | st.tuples(INT64, INT32), None),
+    )
+
+
+def fetch_response(v: int) -> st.SearchStrategy[FetchResponse]:
+    topic = st.builds(FetchTopicResponse, TEXT, st.lists(fetch_partition(v), **SMALL))
+    return st.builds(
+        FetchResponse,
+        st.lists(topic, **SMALL),
+        INT32,
+        when(v >= 7, INT16, 0),
+        when(v >= 7, INT32, 0),
+    )
+
+
+# -- ListOffsets ---------------------------------------------------------------------------------
+
+
+def list_offsets_request(v: int) -> st.SearchStrategy[ListOffsetsRequest]:
+    partition = st.builds(ListOffsetsPartition, INT32, INT64, when(v >= 4, INT32, -1))
+    return st.builds(
+        ListOffsetsRequest,
+        st.lists(st.tuples(TEXT, st.lists(partition, **SMALL)), **SMALL),
+        INT32,
+        when(v >= 2, INT8, 0),
+        when(v >= 10, INT32, 0),
+    )
+
+
+def list_offsets_response(v: int) -> st.SearchStrategy[ListOffsetsResponse]:
+    partition = st.builds(
+        ListOffsetsPartitionResponse, INT32, INT16, INT64, INT64, when(v >= 4, INT32, -1)
+    )
+    topic = st.builds(ListOffsetsTopicResponse, TEXT, st.lists(partition, **SMALL))
+    return st.builds(ListOffsetsResponse, st.lists(topic, **SMALL), when(v >= 2, INT32, 0))
+
+
 StrategyFor = Callable[[int], st.SearchStrategy[Any]]
 
 #: (request class, request strategy, response strategy) for every implemented API.
@@ -254,13 +346,15 @@ APIS: list[tuple[type[Request[Any]], StrategyFor, StrategyFor]] = [
     (SaslHandshakeRequest, sasl_handshake_request, sasl_handshake_response),
     (SaslAuthenticateRequest, sasl_authenticate_request, sasl_authenticate_response),
     (CreateTopicsRequest, create_topics_request, create_topics_response),
+    (FetchRequest, fetch_request, fetch_response),
+    (ListOffsetsRequest, list_offsets_request, list_offsets_response),
 ]
 
 
 def all_versions() -> list[tuple[type[Request[Any]], int, StrategyFor, StrategyFor]]:
-    """Every (request class, version) the client implements, with its strategies."""
+    """Every (request class, version) with a codec, with its strategies."""
     return [
         (cls, v, req, resp)
         for cls, req, resp in APIS
-        for v in range(CLIENT_VERSIONS[cls.API_KEY][0], CLIENT_VERSIONS[cls.API_KEY][1] + 1)
+        for v in range(CODEC_VERSIONS[cls.API_KEY][0], CODEC_VERSIONS[cls.API_KEY][1] + 1)
     ]

@@ -141,7 +141,7 @@ def test_decode_response_truncated() -> None:
 
 def test_decode_response_unknown_or_unimplemented() -> None:
     with pytest.raises(UnsupportedVersionError):
-        decode_response(ApiKey.FETCH, 12, b"\x00\x00\x00\x01")
+        decode_response(ApiKey.FETCH, 13, b"\x00\x00\x00\x01")  # topic ids: no codec
     with pytest.raises(UnsupportedVersionError):
         decode_response(99, 0, b"\x00\x00\x00\x01")
     with pytest.raises(UnsupportedVersionError):

@@ -28,8 +28,12 @@ from aioproducer.protocol.messages import (
     BrokerMetadata,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    FetchRequest,
+    FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
@@ -44,6 +48,7 @@ from aioproducer.protocol.messages import (
 
 kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
 from kafka.protocol import admin as k_admin  # noqa: E402
+from kafka.protocol import consumer as k_consumer  # noqa: E402
 from kafka.protocol import metadata as k_metadata  # noqa: E402
 from kafka.protocol import sasl as k_sasl  # noqa: E402
 from kafka.protocol.producer import produce as k_produce  # noqa: E402
@@ -57,6 +62,8 @@ K_CLASSES: dict[type[Any], tuple[Any, Any]] = {
     SaslHandshakeRequest: (k_sasl.SaslHandshakeRequest, k_sasl.SaslHandshakeResponse),
     SaslAuthenticateRequest: (k_sasl.SaslAuthenticateRequest, k_sasl.SaslAuthenticateResponse),
     CreateTopicsRequest: (k_admin.CreateTopicsRequest, k_admin.CreateTopicsResponse),
+    FetchRequest: (k_consumer.FetchRequest, k_consumer.FetchResponse),
+    ListOffsetsRequest: (k_consumer.ListOffsetsRequest, k_consumer.ListOffsetsResponse),
 }
 
 NO_OPERATIONS = -(2**31)
@@ -142,6 +149,60 @@ def request_fields(request: Request[Any], v: int) -> dict[str, Any]:
             ],
             "timeout_ms": request.timeout_ms,
             "validate_only": request.validate_only,
+        }
+    if isinstance(request, FetchRequest):
+        fields = {
+            "replica_id": request.replica_id,
+            "max_wait_ms": request.max_wait_ms,
+            "min_bytes": request.min_bytes,
+            "max_bytes": request.max_bytes,
+            "isolation_level": request.isolation_level,
+            "session_id": request.session_id,
+            "session_epoch": request.session_epoch,
+            "topics": [
+                {
+                    "topic": t.topic,
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "current_leader_epoch": p.current_leader_epoch,
+                            "fetch_offset": p.fetch_offset,
+                            "last_fetched_epoch": p.last_fetched_epoch,
+                            "log_start_offset": p.log_start_offset,
+                            "partition_max_bytes": p.partition_max_bytes,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in request.topics
+            ],
+            "forgotten_topics_data": [
+                {"topic": name, "partitions": parts} for name, parts in request.forgotten_topics
+            ],
+            "rack_id": request.rack_id,
+        }
+        if request.cluster_id is not None:
+            fields["cluster_id"] = request.cluster_id
+        return fields
+    if isinstance(request, ListOffsetsRequest):
+        return {
+            "replica_id": request.replica_id,
+            "isolation_level": request.isolation_level,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "current_leader_epoch": p.current_leader_epoch,
+                            "timestamp": p.timestamp,
+                        }
+                        for p in parts
+                    ],
+                }
+                for name, parts in request.topics
+            ],
+            "timeout_ms": request.timeout_ms,
         }
     raise AssertionError(type(request))
 
@@ -271,6 +332,63 @@ def response_fields(response: Response, v: int) -> dict[str, Any]:
                 result["topic_config_error_code"] = t.topic_config_error_code
             results.append(result)
         return {"throttle_time_ms": response.throttle_time_ms, "topics": results}
+    if isinstance(response, FetchResponse):
+        topics = []
+        for topic in response.responses:
+            partitions = []
+            for fp in topic.partitions:
+                part = {
+                    "partition_index": fp.partition_index,
+                    "error_code": fp.error_code,
+                    "high_watermark": fp.high_watermark,
+                    "last_stable_offset": fp.last_stable_offset,
+                    "log_start_offset": fp.log_start_offset,
+                    "aborted_transactions": None
+                    if fp.aborted_transactions is None
+                    else [
+                        {"producer_id": pid, "first_offset": first}
+                        for pid, first in fp.aborted_transactions
+                    ],
+                    "preferred_read_replica": fp.preferred_read_replica,
+                    "records": fp.records,
+                }
+                if fp.diverging_epoch is not None:
+                    epoch, end_offset = fp.diverging_epoch
+                    part["diverging_epoch"] = {"epoch": epoch, "end_offset": end_offset}
+                if fp.current_leader is not None:
+                    leader_id, leader_epoch = fp.current_leader
+                    part["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
+                if fp.snapshot_id is not None:
+                    end_offset, epoch = fp.snapshot_id
+                    part["snapshot_id"] = {"end_offset": end_offset, "epoch": epoch}
+                partitions.append(part)
+            topics.append({"topic": topic.topic, "partitions": partitions})
+        return {
+            "throttle_time_ms": response.throttle_time_ms,
+            "error_code": response.error_code,
+            "session_id": response.session_id,
+            "responses": topics,
+        }
+    if isinstance(response, ListOffsetsResponse):
+        return {
+            "throttle_time_ms": response.throttle_time_ms,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": p.error_code,
+                            "timestamp": p.timestamp,
+                            "offset": p.offset,
+                            "leader_epoch": p.leader_epoch,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in response.topics
+            ],
+        }
     raise AssertionError(type(response))
 
 

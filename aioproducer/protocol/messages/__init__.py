@@ -1,4 +1,4 @@
-"""Request and response codecs for the APIs a producer uses.
+"""Request and response codecs for the APIs a producer uses (and Fetch/ListOffsets for reading back).
 
 Each request class has ``API_KEY``, ``RESPONSE`` (its response class), ``encode_body`` and
 ``decode_body``; each response class has ``API_KEY``, ``decode_body`` and ``encode_body``.
@@ -20,9 +20,24 @@ from aioproducer.protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from aioproducer.protocol.messages.fetch import (
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    FetchTopicResponse,
+)
 from aioproducer.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
+)
+from aioproducer.protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
 )
 from aioproducer.protocol.messages.metadata import (
     BrokerMetadata,
@@ -56,8 +71,19 @@ __all__ = [
     "CreatableTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "FetchPartition",
+    "FetchPartitionResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchTopic",
+    "FetchTopicResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "ListOffsetsPartition",
+    "ListOffsetsPartitionResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "ListOffsetsTopicResponse",
     "MetadataRequest",
     "MetadataResponse",
     "PartitionMetadata",
@@ -76,6 +102,8 @@ __all__ = [
 
 _REQUESTS: tuple[type[Request[Any]], ...] = (
     ProduceRequest,
+    FetchRequest,
+    ListOffsetsRequest,
     MetadataRequest,
     SaslHandshakeRequest,
     ApiVersionsRequest,
