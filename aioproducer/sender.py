@@ -295,10 +295,13 @@ class Sender:
                 continue
             if conn.in_flight >= self._max_in_flight:
                 continue
-            self._drain_node(node_id, conn, tps, now)
+            if self._drain_node(node_id, conn, tps, now):
+                # A request takes one batch per partition: a partition with more batches
+                # queued is ready again at once, so look again instead of sleeping.
+                delay = 0.0
         return delay
 
-    def _drain_node(self, node_id: int, conn: Any, tps: list[TopicPartition], now: float) -> None:
+    def _drain_node(self, node_id: int, conn: Any, tps: list[TopicPartition], now: float) -> bool:
         # Rotate the starting partition so a large ready set cannot starve its tail.
         start = self._drain_index.get(node_id, 0) % len(tps)
         self._drain_index[node_id] = start + 1
@@ -319,7 +322,7 @@ class Sender:
             batches.append(batch)
             size += batch_size
         if not batches:
-            return
+            return False
         call = _ProduceCall(
             node_id,
             self.config.acks_value,
@@ -336,6 +339,7 @@ class Sender:
             lambda response, error: self._on_response(call, response, error),
             expect_response=self.config.acks_value != 0,
         )
+        return True
 
     def _stamp(self, tp: TopicPartition, batch: ProducerBatch) -> None:
         if not self.idempotent:
