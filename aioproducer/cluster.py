@@ -260,6 +260,13 @@ class Cluster:
             code = self.snapshot.topic_errors.get(topic)
             if code is not None and not error_class_for_code(code).retriable:
                 raise error_for_code(code, f"topic {topic!r}")
+            if code is not None:
+                # Not there yet (e.g. being auto-created): ask again after the retry
+                # backoff, as the Java client does; nothing else would refresh before
+                # metadata_max_age_ms.
+                backoff_s = self.config.retry_backoff_ms / 1000
+                await anyio.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
+                self.request_refresh()
         code = self.snapshot.topic_errors.get(topic)
         ms = timeout * 1000
         if code == UnknownTopicOrPartitionError.code:

@@ -149,6 +149,19 @@ async def test_unknown_topic_with_auto_create_off_fails_within_max_block(
     assert 1.5 <= elapsed < 6
 
 
+async def test_first_send_to_an_auto_created_topic_is_delivered(kafka: KafkaCluster) -> None:
+    # The first metadata answer says the topic is unknown while the broker creates it;
+    # the producer must ask again rather than wait for the periodic refresh.
+    topic = f"auto-{uuid.uuid4().hex}"
+    async with Producer(
+        kafka.bootstrap_servers, max_block_ms=15000, metadata_max_age_ms=600000
+    ) as producer:
+        meta = await producer.send_and_wait(topic, b"first", key=b"k")
+    assert meta.topic == topic
+    (rec,) = consume_all(kafka.bootstrap_servers, topic, expected=1)
+    assert (rec.key, rec.value, rec.offset) == (b"k", b"first", meta.offset)
+
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
