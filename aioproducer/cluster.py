@@ -36,6 +36,9 @@ __all__ = ["Cluster", "ClusterSnapshot", "TopicInfo"]
 log = logging.getLogger("aioproducer.cluster")
 
 _BOOTSTRAP_BASE = -1000  # node ids used for bootstrap addresses before metadata is known
+# Backoff "attempt number" used after an authentication failure: high enough that the
+# exponential backoff is at reconnect_backoff_max_ms for any sane base (50 ms * 2**31).
+_AUTH_BACKOFF_ATTEMPTS = 32
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,6 +144,11 @@ class Cluster:
             raise self._connect_errors.get(node_id) or ConnectionError(
                 f"cannot connect to node {node_id}"
             )
+        rejected = self._connect_errors.get(node_id)
+        if isinstance(rejected, AuthenticationError) and self.is_backing_off(node_id):
+            # Every caller (metadata refresh, producer id, sender) shares one schedule of
+            # attempts, so a rejected credential costs one handshake per backoff period.
+            raise rejected
         address = self._address(node_id)
         if address is None:
             raise ConnectionError(f"node {node_id} is not in the cluster metadata")
@@ -160,9 +168,12 @@ class Cluster:
         except KafkaError as exc:
             self._connect_errors[node_id] = exc
             self.last_error = exc
+            attempts = self._backoff_attempts.get(node_id, 0) + 1
             if isinstance(exc, AuthenticationError):
                 self.fatal_error = exc
-            attempts = self._backoff_attempts.get(node_id, 0) + 1
+                # Credentials and certificates do not fix themselves within milliseconds:
+                # go straight to the longest backoff rather than retrying in a burst.
+                attempts = max(attempts, _AUTH_BACKOFF_ATTEMPTS)
             self._backoff_attempts[node_id] = attempts
             self._backoff_until[node_id] = time.monotonic() + backoff(
                 attempts,
@@ -178,6 +189,10 @@ class Cluster:
         self._backoff_attempts.pop(node_id, None)
         self._backoff_until.pop(node_id, None)
         self._connect_errors.pop(node_id, None)
+        if isinstance(self.fatal_error, AuthenticationError):
+            # The broker accepts us again (e.g. the user's SCRAM credentials were created
+            # after the producer started): sending may resume, as with the Java client.
+            self.fatal_error = None
         return conn
 
     def _ssl_context(self) -> Any:

@@ -23,7 +23,13 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSStream
 
-from .errors import ConnectionError, KafkaError, ProtocolError, RequestTimedOutError
+from .errors import (
+    AuthenticationError,
+    ConnectionError,
+    KafkaError,
+    ProtocolError,
+    RequestTimedOutError,
+)
 from .protocol import framing
 from .protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from .protocol.versions import ApiKey, negotiate_versions
@@ -112,6 +118,8 @@ class BrokerConnection:
         self.closed = False
         self.close_reason: BaseException | None = None
         self.last_used = time.monotonic()
+        # True once open() finished: TLS, ApiVersions and SASL all succeeded.
+        self._established = False
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -146,10 +154,17 @@ class BrokerConnection:
                 f"timed out connecting to {self.host}:{self.port} (node {self.node_id})"
             ) from None
         except ssl.SSLError as exc:
-            from .errors import AuthenticationError
-
+            # A certificate the client does not trust, a name mismatch, or an alert from
+            # the broker: retrying cannot help, so it is fatal like a rejected password.
             raise AuthenticationError(
                 f"TLS handshake with {self.host}:{self.port} failed: {exc}"
+            ) from None
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            # The peer hung up mid-handshake: a broker going away, or a listener that does
+            # not speak TLS (it reads the ClientHello as an oversized request and closes).
+            raise ConnectionError(
+                f"{self.host}:{self.port} (node {self.node_id}) closed the connection during "
+                "the TLS handshake (is it a TLS listener?)"
             ) from None
         except OSError as exc:
             raise ConnectionError(
@@ -164,6 +179,7 @@ class BrokerConnection:
                 await self._handshake()
                 if self._authenticator is not None:
                     await self._authenticator(self)
+            self._established = True
         except TimeoutError:
             # Accepted the TCP connection but never answered: a hung broker.
             error = ConnectionError(
@@ -326,6 +342,21 @@ class BrokerConnection:
             with anyio.move_on_after(min(wait, self.request_timeout)):
                 try:
                     data = await stream.receive(_RECEIVE_CHUNK)
+                except ssl.SSLError as exc:
+                    # With TLS 1.3 the client finishes its handshake before the broker has
+                    # checked the client certificate; the broker's verdict (e.g. "bad
+                    # certificate" when mutual TLS is required) arrives as an alert on the
+                    # first read. Before the connection is established that is a rejection.
+                    if not self._established:
+                        raise AuthenticationError(
+                            f"{self.host}:{self.port} (node {self.node_id}) rejected the TLS "
+                            f"connection: {exc.reason or exc} (does the listener require a "
+                            "client certificate?)"
+                        ) from None
+                    raise ConnectionError(
+                        f"TLS error on the connection to node {self.node_id} "
+                        f"({self.host}:{self.port}): {exc}"
+                    ) from None
                 except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
                     raise ConnectionError(
                         f"node {self.node_id} ({self.host}:{self.port}) closed the connection"
@@ -348,10 +379,14 @@ class BrokerConnection:
             entry.finish(None, _as_connection_error(exc, self))
             raise
         if correlation_id != entry.correlation_id:
-            raise ProtocolError(
+            error = ProtocolError(
                 f"node {self.node_id} answered correlation id {correlation_id}, "
                 f"expected {entry.correlation_id}"
             )
+            # Already taken off the pending queue, so closing the connection would not
+            # reach it: without this its caller would wait forever.
+            entry.finish(None, error)
+            raise error
         entry.finish(response, None)
 
 

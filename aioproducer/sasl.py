@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .errors import AuthenticationError, error_for_code
+from .errors import AuthenticationError, UnsupportedVersionError, error_for_code
 from .protocol.messages import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["authenticator"]
 
+# Kafka accepts 4096..16384; a bigger count from a broker is a slow-down attack on the client.
+_MAX_ITERATIONS = 16384
+
 
 def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaitable[None]]:
     """Return the coroutine function that authenticates a freshly opened connection."""
@@ -37,7 +40,16 @@ def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaita
     assert mechanism is not None
 
     async def authenticate(conn: BrokerConnection) -> None:
-        handshake: SaslHandshakeResponse = await conn.request(SaslHandshakeRequest(mechanism))
+        # v0 of the handshake would make the broker expect raw, unframed SASL tokens next;
+        # this client only speaks the v1 flow, where every token rides in SaslAuthenticate.
+        if conn.versions.get(ApiKey.SASL_HANDSHAKE, 0) < 1 or (
+            ApiKey.SASL_AUTHENTICATE not in conn.versions
+        ):
+            raise UnsupportedVersionError(
+                f"broker {conn.host}:{conn.port} does not support SaslHandshake v1 and "
+                "SaslAuthenticate (Kafka 1.0 or newer is needed for SASL)"
+            )
+        handshake: SaslHandshakeResponse = await conn.request(SaslHandshakeRequest(mechanism), 1)
         if handshake.error_code:
             raise AuthenticationError(
                 f"broker {conn.host}:{conn.port} does not enable SASL mechanism {mechanism} "
@@ -52,7 +64,7 @@ def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaita
 
 
 async def _exchange(conn: BrokerConnection, payload: bytes, username: str) -> bytes:
-    version = conn.versions.get(ApiKey.SASL_AUTHENTICATE, 0)
+    version = conn.versions[ApiKey.SASL_AUTHENTICATE]
     response: SaslAuthenticateResponse = await conn.request(
         SaslAuthenticateRequest(payload), version
     )
@@ -68,22 +80,47 @@ def _escape(name: str) -> str:
     return name.replace("=", "=3D").replace(",", "=2C")
 
 
+def _scram_fields(message: bytes, conn: BrokerConnection, what: str) -> dict[str, str]:
+    """The ``key=value`` attributes of a SCRAM server message (RFC 5802, section 5.1)."""
+    try:
+        text = message.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationError(f"malformed SCRAM {what} from {conn.host}:{conn.port}") from None
+    fields: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or len(key) != 1:
+            raise AuthenticationError(f"malformed SCRAM {what} from {conn.host}:{conn.port}")
+        fields.setdefault(key, value)
+    if "e" in fields:
+        # The server's own error (e.g. "invalid-proof"): safe to show, it carries no secret.
+        raise AuthenticationError(
+            f"SCRAM authentication at {conn.host}:{conn.port} failed: {fields['e']}"
+        )
+    return fields
+
+
 async def _scram(conn: BrokerConnection, mechanism: str, username: str, password: str) -> None:
     digest = hashlib.sha256 if mechanism == "SCRAM-SHA-256" else hashlib.sha512
     nonce = base64.b64encode(secrets.token_bytes(24)).decode()
     first_bare = f"n={_escape(username)},r={nonce}"
-    server_first = (await _exchange(conn, f"n,,{first_bare}".encode(), username)).decode()
-    fields = dict(item.split("=", 1) for item in server_first.split(",") if "=" in item)
+    server_first_bytes = await _exchange(conn, f"n,,{first_bare}".encode(), username)
+    fields = _scram_fields(server_first_bytes, conn, "challenge")
     try:
         server_nonce = fields["r"]
-        salt = base64.b64decode(fields["s"])
+        salt = base64.b64decode(fields["s"], validate=True)
         iterations = int(fields["i"])
     except (KeyError, ValueError) as exc:
         raise AuthenticationError(
             f"malformed SCRAM challenge from {conn.host}:{conn.port}"
         ) from exc
-    if not server_nonce.startswith(nonce) or iterations < 1:
+    # The server must extend our nonce (not just echo it): a replayed or forged challenge
+    # fails here, before any proof derived from the password is sent.
+    if len(server_nonce) <= len(nonce) or not server_nonce.startswith(nonce):
+        raise AuthenticationError(f"invalid SCRAM nonce from {conn.host}:{conn.port}")
+    if not salt or not 1 <= iterations <= _MAX_ITERATIONS:
         raise AuthenticationError(f"invalid SCRAM challenge from {conn.host}:{conn.port}")
+    server_first = server_first_bytes.decode("utf-8")
     salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), salt, iterations)
     client_key = hmac.new(salted, b"Client Key", digest).digest()
     stored_key = digest(client_key).digest()
@@ -92,10 +129,11 @@ async def _scram(conn: BrokerConnection, mechanism: str, username: str, password
     signature = hmac.new(stored_key, auth_message, digest).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
     final = f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-    server_final = (await _exchange(conn, final, username)).decode()
+    final_fields = _scram_fields(await _exchange(conn, final, username), conn, "final message")
     server_key = hmac.new(salted, b"Server Key", digest).digest()
     expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
-    if not hmac.compare_digest(server_final.partition("v=")[2].split(",")[0], expected):
+    # Proves the broker holds the credentials too, not just an impostor accepting anything.
+    if not hmac.compare_digest(final_fields.get("v", "").encode(), expected.encode()):
         raise AuthenticationError(
             f"the broker at {conn.host}:{conn.port} failed to prove it knows the SCRAM credentials"
         )

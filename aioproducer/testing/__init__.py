@@ -30,14 +30,16 @@ KafkaSetupError.__module__ = __name__
 
 if TYPE_CHECKING:
     from .fake import FakeCluster
-    from .kafka import DEFAULT_JVM_ARGS, KafkaCluster
+    from .kafka import DEFAULT_JVM_ARGS, BrokerTLS, KafkaCluster, Listener
 
 __all__ = [
     "DEFAULT_JVM_ARGS",
     "DEFAULT_KAFKA_VERSION",
+    "BrokerTLS",
     "FakeCluster",
     "KafkaCluster",
     "KafkaSetupError",
+    "Listener",
     "default_cache_dir",
     "ensure_kafka",
     "find_java",
@@ -47,7 +49,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Imported on first use: importing .kafka here eagerly would make
     # ``python -m aioproducer.testing.kafka`` run a module that is already in sys.modules.
-    if name in ("KafkaCluster", "DEFAULT_JVM_ARGS"):
+    if name in ("KafkaCluster", "DEFAULT_JVM_ARGS", "BrokerTLS", "Listener"):
         from . import kafka
 
         return getattr(kafka, name)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Literal
 
 from ..errors import KafkaError, UnknownTopicOrPartitionError
 from ..protocol.messages import MetadataResponse
@@ -53,7 +53,17 @@ from ._install import (
 )
 from ._proc import signal_group, spawn, wait_stopped
 
-__all__ = ["DEFAULT_JVM_ARGS", "KafkaCluster", "KafkaSetupError", "ensure_kafka", "main"]
+__all__ = [
+    "DEFAULT_JVM_ARGS",
+    "BrokerTLS",
+    "KafkaCluster",
+    "KafkaSetupError",
+    "Listener",
+    "SaslMechanism",
+    "SecurityProtocol",
+    "ensure_kafka",
+    "main",
+]
 
 _HOST = "127.0.0.1"
 _LOG4J_RESOURCE = "kafka-log4j2.properties"
@@ -93,6 +103,93 @@ _MANAGED_KEYS = frozenset(
         "metadata.log.dir",
     }
 )
+
+
+#: Security protocols of the extra client listeners :class:`KafkaCluster` can add.
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+#: SASL mechanisms a listener can enable (the ones the producer speaks).
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+_SASL_MECHANISMS: tuple[SaslMechanism, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_RESERVED_LISTENERS = frozenset({"PLAINTEXT", "CONTROLLER"})
+
+
+@dataclass(frozen=True)
+class BrokerTLS:
+    """The TLS identity of a broker listener, as PEM text.
+
+    ``certificate_chain`` is the server certificate followed by its issuers,
+    ``private_key`` its unencrypted PKCS#8 key (``-----BEGIN PRIVATE KEY-----``), the form a
+    Kafka ``PEM`` keystore reads without a key password. ``client_ca`` holds the authorities
+    trusted to sign client certificates; a listener needs it for ``client_auth``.
+    :class:`aioproducer.testing.certs.CertificateAuthority` makes all three at test time.
+    """
+
+    certificate_chain: str
+    private_key: str = field(repr=False)
+    client_ca: str | None = None
+
+    @classmethod
+    def from_certificate(cls, certificate: object, client_ca: object = None) -> BrokerTLS:
+        """Build it from an :class:`~aioproducer.testing.certs.IssuedCertificate` and,
+        optionally, the :class:`~aioproducer.testing.certs.CertificateAuthority` (or PEM
+        text) trusted for client certificates."""
+        from .certs import CertificateAuthority, IssuedCertificate
+
+        if not isinstance(certificate, IssuedCertificate):
+            raise TypeError("certificate must be an IssuedCertificate")
+        ca_pem: str | None
+        if client_ca is None or isinstance(client_ca, str):
+            ca_pem = client_ca
+        elif isinstance(client_ca, CertificateAuthority):
+            ca_pem = client_ca.certificate_pem
+        else:
+            raise TypeError("client_ca must be a CertificateAuthority, PEM text or None")
+        return cls(
+            certificate.chain_pem or certificate.certificate_pem,
+            certificate.private_key_pem,
+            ca_pem,
+        )
+
+
+@dataclass(frozen=True)
+class Listener:
+    """An extra client listener of every broker, on its own port.
+
+    ``name`` is the Kafka listener name (letters, digits and ``_``; not ``PLAINTEXT`` or
+    ``CONTROLLER``, which the cluster uses itself) and ``protocol`` its security protocol,
+    by default the name itself (``Listener("SASL_SSL")``). SASL listeners enable
+    ``sasl_mechanisms`` for the cluster's ``sasl_users``. TLS listeners present the
+    cluster's ``tls`` identity unless ``tls`` is given here; ``client_auth`` is Kafka's
+    ``ssl.client.auth`` (``"required"`` for mutual TLS).
+    """
+
+    name: str
+    protocol: SecurityProtocol | None = None
+    sasl_mechanisms: tuple[SaslMechanism, ...] = _SASL_MECHANISMS
+    client_auth: Literal["none", "requested", "required"] = "none"
+    tls: BrokerTLS | None = None
+
+    @property
+    def security_protocol(self) -> SecurityProtocol:
+        """The listener's security protocol (``protocol``, or else its name)."""
+        if self.protocol is not None:
+            return self.protocol
+        if self.name in _PROTOCOLS:
+            protocol: SecurityProtocol = self.name  # type: ignore[assignment]
+            return protocol
+        raise ValueError(f"listener {self.name!r}: give protocol= (one of {', '.join(_PROTOCOLS)})")
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether clients of this listener speak TLS."""
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether clients of this listener authenticate with SASL."""
+        return self.security_protocol.startswith("SASL")
 
 
 def _defaults(nodes: int) -> dict[str, str]:
@@ -137,6 +234,8 @@ class _Node:
     broker_port: int
     controller_port: int
     directory: Path
+    #: Port of each extra client listener, by listener name.
+    listener_ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     paused: bool = False
     log_offset: int = 0
@@ -222,6 +321,25 @@ class KafkaCluster:
     Brokers never outlive the process: :meth:`stop`, context exit and interpreter exit stop
     them, and on Linux the kernel kills them if the Python process dies (see
     :mod:`aioproducer.testing._proc` for other systems).
+
+    Secured listeners: ``listeners`` adds client listeners next to the PLAINTEXT one, each on
+    its own port (:meth:`bootstrap_servers_for` gives their addresses). TLS listeners use the
+    ``tls`` identity (see :class:`BrokerTLS`); SASL listeners accept ``sasl_users`` (name to
+    password) with PLAIN and SCRAM-SHA-256/512 (SCRAM credentials are written into the
+    metadata log when the storage is formatted)::
+
+        ca = CertificateAuthority()
+        tls = BrokerTLS.from_certificate(ca.issue("localhost", "127.0.0.1"), client_ca=ca)
+        with KafkaCluster(
+            listeners=[Listener("SSL"), Listener("SASL_SSL"),
+                       Listener("MTLS", "SSL", client_auth="required")],
+            tls=tls,
+            sasl_users={"alice": "alice-secret"},
+        ) as kc:
+            servers = kc.bootstrap_servers_for("SASL_SSL")
+
+    The PLAINTEXT listener stays: brokers talk to each other and to the controllers over
+    plaintext, and the cluster's own readiness checks and admin helpers use it.
     """
 
     def __init__(
@@ -236,13 +354,21 @@ class KafkaCluster:
         work_dir: str | Path | None = None,
         port_base: int | None = None,
         jvm_args: Sequence[str] | None = None,
+        listeners: Sequence[Listener] = (),
+        tls: BrokerTLS | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, not {nodes}")
         if startup_timeout <= 0:
             raise ValueError("startup_timeout must be positive")
-        if port_base is not None and not 1024 <= port_base <= 65535 - 2 * nodes:
-            raise ValueError(f"port_base {port_base} leaves no room for {2 * nodes} ports")
+        self._listeners = tuple(listeners)
+        self._tls = tls
+        self._sasl_users = dict(sasl_users or {})
+        _check_security(self._listeners, tls, self._sasl_users)
+        ports = (2 + len(self._listeners)) * nodes
+        if port_base is not None and not 1024 <= port_base <= 65535 - ports:
+            raise ValueError(f"port_base {port_base} leaves no room for {ports} ports")
         overrides = {str(k): str(v) for k, v in (broker_config or {}).items()}
         managed = sorted(_MANAGED_KEYS.intersection(overrides))
         if managed:
@@ -300,6 +426,25 @@ class KafkaCluster:
     def broker_address(self, node_id: int) -> str:
         """``host:port`` of the client (PLAINTEXT) listener of broker ``node_id``."""
         return self._node(node_id).address
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """The extra client listeners given to the constructor."""
+        return self._listeners
+
+    def bootstrap_servers_for(self, listener: str) -> str:
+        """Comma-separated ``host:port`` of listener ``listener`` on every broker.
+
+        ``"PLAINTEXT"`` gives :attr:`bootstrap_servers`; any other name must be one of the
+        ``listeners`` the cluster was built with.
+        """
+        self._require_started()
+        if listener == "PLAINTEXT":
+            return self.bootstrap_servers
+        if not any(item.name == listener for item in self._listeners):
+            names = ", ".join(["PLAINTEXT", *(item.name for item in self._listeners)])
+            raise KeyError(f"no listener {listener!r} (listeners: {names})")
+        return ",".join(f"{_HOST}:{node.listener_ports[listener]}" for node in self._nodes.values())
 
     def log_path(self, node_id: int) -> Path:
         """The file that broker ``node_id`` logs to (its stdout and stderr, too)."""
@@ -587,16 +732,23 @@ class KafkaCluster:
 
     def _layout(self) -> dict[int, _Node]:
         assert self._work_dir is not None
+        count = (2 + len(self._listeners)) * self._size
         if self._port_base is not None:
-            ports = list(range(self._port_base, self._port_base + 2 * self._size))
+            ports = list(range(self._port_base, self._port_base + count))
         else:
-            ports = _free_ports(2 * self._size)
+            ports = _free_ports(count)
+        # Brokers first, then controllers, then each extra listener: a fixed port_base gives
+        # the same addresses as before for the first two.
         return {
             node_id: _Node(
                 node_id=node_id,
                 broker_port=ports[node_id - 1],
                 controller_port=ports[self._size + node_id - 1],
                 directory=self._work_dir / f"node-{node_id}",
+                listener_ports={
+                    listener.name: ports[(2 + index) * self._size + node_id - 1]
+                    for index, listener in enumerate(self._listeners)
+                },
             )
             for node_id in self.node_ids
         }
@@ -605,21 +757,74 @@ class KafkaCluster:
         voters = ",".join(
             f"{other.node_id}@{_HOST}:{other.controller_port}" for other in self._nodes.values()
         )
+        listeners = [f"PLAINTEXT://{_HOST}:{node.broker_port}"]
+        listeners += [f"{n}://{_HOST}:{p}" for n, p in node.listener_ports.items()]
+        protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+        protocols += [f"{item.name}:{item.security_protocol}" for item in self._listeners]
         return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             # A static quorum: the voter set lives in the configuration, not in the formatted
             # storage, so ports may change between runs on the same work dir.
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{_HOST}:{node.broker_port},"
-            f"CONTROLLER://{_HOST}:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{_HOST}:{node.broker_port}",
+            "listeners": ",".join([*listeners, f"CONTROLLER://{_HOST}:{node.controller_port}"]),
+            "advertised.listeners": ",".join(listeners),
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(node.data_dir),
+            **self._security_config(),
             **self._config,
         }
+
+    def _security_config(self) -> dict[str, str]:
+        """Per-listener TLS and SASL settings (``listener.name.<name>.`` prefixed)."""
+        config: dict[str, str] = {}
+        for listener in self._listeners:
+            prefix = f"listener.name.{listener.name.lower()}."
+            if listener.uses_tls:
+                tls = listener.tls or self._tls
+                assert tls is not None  # checked in __init__
+                # Inline PEM: no key store files or store passwords to manage.
+                config[prefix + "ssl.keystore.type"] = "PEM"
+                config[prefix + "ssl.keystore.certificate.chain"] = tls.certificate_chain
+                config[prefix + "ssl.keystore.key"] = tls.private_key
+                config[prefix + "ssl.client.auth"] = listener.client_auth
+                if tls.client_ca is not None:
+                    config[prefix + "ssl.truststore.type"] = "PEM"
+                    config[prefix + "ssl.truststore.certificates"] = tls.client_ca
+            if listener.uses_sasl:
+                config[prefix + "sasl.enabled.mechanisms"] = ",".join(listener.sasl_mechanisms)
+                for mechanism in listener.sasl_mechanisms:
+                    key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
+                    if mechanism == "PLAIN":
+                        # PLAIN checks passwords against the login module's user_<name> options.
+                        users = " ".join(
+                            f'user_{name}="{password}"'
+                            for name, password in self._sasl_users.items()
+                        )
+                        config[key] = (
+                            f"org.apache.kafka.common.security.plain.PlainLoginModule "
+                            f"required {users};"
+                        )
+                    else:
+                        # SCRAM checks against the credentials in the metadata log.
+                        config[key] = (
+                            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                        )
+        return config
+
+    def _scram_arguments(self) -> list[str]:
+        """``--add-scram`` arguments of ``StorageTool format`` for every SASL user."""
+        mechanisms = sorted(
+            {m for item in self._listeners if item.uses_sasl for m in item.sasl_mechanisms}
+            - {"PLAIN"}
+        )
+        args: list[str] = []
+        for mechanism in mechanisms:
+            for name, password in self._sasl_users.items():
+                args += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
+        return args
 
     def _jvm_command(self, main_class: str, heap: str, *args: str) -> list[str]:
         assert self._work_dir is not None and self._libs is not None
@@ -663,6 +868,7 @@ class KafkaCluster:
                         cluster_id,
                         "--config",
                         str(node.config_path),
+                        *self._scram_arguments(),
                     )
                     proc = spawn(command, cwd=node.directory, stdout=log)
                 running.append((node, proc, log_path))
@@ -934,6 +1140,61 @@ def _train_archive(model: KafkaCluster, staging: Path) -> None:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _check_security(
+    listeners: Sequence[Listener], tls: BrokerTLS | None, users: Mapping[str, str]
+) -> None:
+    """Reject listener and user settings that Kafka would refuse (or misread) at start-up."""
+    seen: set[str] = set()
+    for listener in listeners:
+        name = listener.name
+        if not name or not all(c.isascii() and (c.isalnum() or c == "_") for c in name):
+            raise ValueError(f"listener name {name!r} may only use letters, digits and '_'")
+        if name.upper() in _RESERVED_LISTENERS:
+            raise ValueError(f"listener name {name!r} is reserved: KafkaCluster uses it itself")
+        if name.upper() in seen:
+            raise ValueError(f"listener name {name!r} is used twice")
+        seen.add(name.upper())
+        protocol = listener.security_protocol
+        if protocol not in _PROTOCOLS:
+            raise ValueError(f"listener {name!r}: unknown security protocol {protocol!r}")
+        if listener.client_auth not in ("none", "requested", "required"):
+            raise ValueError(f"listener {name!r}: unknown client_auth {listener.client_auth!r}")
+        if listener.uses_tls:
+            identity = listener.tls or tls
+            if identity is None:
+                raise ValueError(f"listener {name!r} uses TLS: pass tls= (or Listener(tls=...))")
+            if listener.client_auth != "none" and identity.client_ca is None:
+                raise ValueError(
+                    f"listener {name!r}: client_auth={listener.client_auth!r} needs a "
+                    "BrokerTLS with client_ca"
+                )
+        elif listener.client_auth != "none" or listener.tls is not None:
+            raise ValueError(f"listener {name!r} ({protocol}) does not use TLS")
+        if listener.uses_sasl:
+            unknown = [m for m in listener.sasl_mechanisms if m not in _SASL_MECHANISMS]
+            if unknown or not listener.sasl_mechanisms:
+                raise ValueError(
+                    f"listener {name!r}: sasl_mechanisms must be a non-empty selection of "
+                    f"{', '.join(_SASL_MECHANISMS)}"
+                )
+            if not users:
+                raise ValueError(f"listener {name!r} uses SASL: pass sasl_users=")
+    for user, password in users.items():
+        # The StorageTool splits --add-scram on ',' and the JAAS options are double-quoted,
+        # so these characters cannot be passed through either.
+        for what, text in (("name", user), ("password", password)):
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"SASL user {what}s must be non-empty strings")
+            if any(c in ',"\\]' or c.isspace() for c in text):
+                raise ValueError(
+                    f"SASL user {what}s may not contain commas, double quotes, backslashes, "
+                    "']' or whitespace"
+                    + (f" (user {user!r})" if what == "password" else f" ({text!r})")
+                )
+        if not all(c.isascii() and (c.isalnum() or c in "_-.@") for c in user):
+            raise ValueError(f"SASL user name {user!r} may only use letters, digits and _-.@")
 
 
 def _pid_alive(pid: int) -> bool:
