@@ -22,19 +22,24 @@ from .errors import (
     SerializationError,
 )
 from .producer import Producer
+from .runner import LoopRunner
+from .sync import DeliveryFuture, SyncProducer
 
 __all__ = [
     "BufferFullError",
     "ConfigError",
+    "DeliveryFuture",
     "DeliveryHandle",
     "DeliveryTimeoutError",
     "KafkaError",
     "KafkaTimeoutError",
+    "LoopRunner",
     "Producer",
     "ProducerClosedError",
     "ProducerConfig",
     "RecordMetadata",
     "RecordTooLargeError",
     "SerializationError",
+    "SyncProducer",
     "__version__",
 ]
