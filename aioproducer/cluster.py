@@ -181,6 +181,13 @@ class Cluster:
                 self.config.reconnect_backoff_max_ms / 1000,
             )
             log.debug("connecting to node %s failed: %s", node_id, exc)
+            if node_id >= 0:
+                # The broker may be gone for good and its partitions led elsewhere by now.
+                # Nothing else asks for metadata when no request was in flight to it (or
+                # when the last refresh still named it, before the controller fenced it),
+                # so its partitions would wait for metadata_max_age_ms. The reconnect
+                # backoff bounds how often this asks.
+                self.request_refresh()
             raise
         finally:
             del self._connecting[node_id]
@@ -224,17 +231,32 @@ class Cluster:
             await conn.aclose()
 
     def least_loaded_candidates(self) -> list[int]:
-        """Node ids to ask for metadata: connected ones first (fewest in flight), then others."""
+        """Node ids to ask for metadata: connected ones first (fewest in flight), then others.
+
+        Once brokers are known, bootstrap connections come after them, and so do brokers
+        whose last connection failed or was lost: either may lead to a broker that hangs
+        (its address is fine, it just never answers), and asking it first would hold every
+        metadata refresh for a whole request timeout while healthy brokers already know
+        the new leaders.
+        """
         live = [c for c in self._connections.values() if not c.closed]
         live.sort(key=lambda c: c.in_flight)
-        ids = [c.node_id for c in live]
+        ids = [c.node_id for c in live if c.node_id > _BOOTSTRAP_BASE]
+        boot_live = [c.node_id for c in live if c.node_id <= _BOOTSTRAP_BASE]
         known = [n for n in self.snapshot.brokers if n not in ids]
         random.shuffle(known)
-        ids.extend(known)
+        ids.extend(n for n in known if not self._suspect(n))
+        ids.extend(boot_live)
+        ids.extend(n for n in known if self._suspect(n))
         n = len(self.config.bootstrap_list)
         boot = [_BOOTSTRAP_BASE - ((self._bootstrap_index + i) % n) for i in range(n)]
         ids.extend(b for b in boot if b not in ids)
         return ids
+
+    def _suspect(self, node_id: int) -> bool:
+        """Whether the last connection to ``node_id`` failed to open or was lost."""
+        conn = self._connections.get(node_id)
+        return node_id in self._connect_errors or (conn is not None and conn.closed)
 
     # -- metadata --------------------------------------------------------------------------
 

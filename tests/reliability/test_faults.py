@@ -1,0 +1,383 @@
+"""Broker faults on a real 3-node Kafka 4.3.1 (replication 3, min.insync.replicas 2).
+
+Each test reads every partition back with an independent client and checks the promise of
+acks=all with idempotence: nothing acknowledged is lost, nothing is written twice, each
+partition holds its records in send order, and nothing hangs. Every test brings all three
+brokers back before it ends, whatever happens, because the cluster is shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import pytest
+
+from aioproducer import Producer
+from aioproducer.errors import DeliveryTimeoutError, KafkaError, KafkaTimeoutError
+from aioproducer.testing import KafkaCluster, KafkaSetupError
+from aioproducer.testing.verify import consume_all
+
+from ._ledger import Ledger
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+_TOPIC_CONFIG = {"min.insync.replicas": "2"}
+
+
+@pytest.fixture
+def anyio_backend() -> Any:
+    return "asyncio"
+
+
+# The cheaper faults also run on uvloop and trio.
+_ALL_BACKENDS = pytest.mark.parametrize(
+    "anyio_backend",
+    [
+        pytest.param(("asyncio", {}), id="asyncio"),
+        pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),
+        pytest.param(("trio", {}), id="trio"),
+    ],
+)
+
+
+def _wait_fully_replicated(kafka: KafkaCluster, topic: str, timeout: float = 90.0) -> None:
+    """Block until every partition has a leader and all three replicas in sync, so the next
+    fault never takes the last in-sync copy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            response = kafka.metadata([topic])
+            entry = next(t for t in response.topics if t.name == topic)
+            if entry.partitions and all(
+                p.leader_id >= 0 and len(p.isr) == len(kafka.node_ids) for p in entry.partitions
+            ):
+                return
+        except (KafkaSetupError, StopIteration):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic} not fully replicated within {timeout} s")
+        time.sleep(0.25)
+
+
+def _wait_new_leader(kafka: KafkaCluster, topic: str, partition: int, old: int) -> float:
+    """Block until ``partition`` is led by another broker than ``old``; return when."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(KafkaSetupError, KafkaError):
+            if kafka.leader_for(topic, partition) not in (old, -1):
+                return time.monotonic()
+        time.sleep(0.1)
+    raise TimeoutError(f"{topic}-{partition} still led by {old} after 60 s")
+
+
+def _restore(kafka: KafkaCluster) -> None:
+    """Bring every broker back (resume the paused, start the stopped) and wait for them."""
+    for node in kafka.node_ids:
+        if kafka.is_paused(node):
+            kafka.resume_broker(node, wait=False)
+    down = [n for n in kafka.node_ids if not kafka.is_running(n)]
+    # A lone controller cannot form the quorum, so a broker started while the others are
+    # down never becomes visible: launch all but the last without waiting for that.
+    for node in down[:-1]:
+        with contextlib.suppress(KafkaSetupError):
+            kafka.start_broker(node, timeout=1.0)
+    if down:
+        kafka.start_broker(down[-1])
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if len(kafka.metadata().brokers) == len(kafka.node_ids):
+                return
+        except KafkaSetupError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError("the cluster did not come back within 120 s")
+        time.sleep(0.25)
+
+
+@contextlib.contextmanager
+def _restored_afterwards(kafka: KafkaCluster) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        _restore(kafka)
+
+
+async def _read_back(kafka: KafkaCluster, topic: str, expected: int) -> list[Any]:
+    return await anyio.to_thread.run_sync(
+        lambda: consume_all(kafka.bootstrap_servers, topic, expected=expected, timeout=180)
+    )
+
+
+async def test_sigkill_the_busiest_leader_five_times_loses_and_duplicates_nothing(
+    kafka3: KafkaCluster,
+) -> None:
+    partitions, total, kills = 6, 500_000, 5
+    topic = f"faults-kill-{time.monotonic_ns()}"
+    kafka3.create_topic(topic, partitions, 3, _TOPIC_CONFIG)
+    # Partition 0 gets 40% of the records, partition 1 20%, the rest 10% each.
+    pattern = [0, 0, 0, 0, 1, 1, 2, 3, 4, 5]
+    ledger = Ledger(partitions)
+    # Kill k happens once `thresholds[k]` records were sent; the producer may not run past
+    # the threshold until the kill is done, so every kill lands while records flow.
+    thresholds = [40_000 + k * 90_000 for k in range(kills)]
+    killed = [anyio.Event() for _ in range(kills)]
+    kill_times: list[float] = []
+    victims: list[tuple[int, list[int]]] = []
+    failover: list[float] = []
+    progress = [0]
+    # An abandoned saboteur thread must not go on killing brokers after the test.
+    stopping = threading.Event()
+
+    def saboteur() -> None:
+        for k in range(kills):
+            _wait_fully_replicated(kafka3, topic)
+            while progress[0] < thresholds[k]:
+                if stopping.wait(0.01):
+                    return
+            leaders = kafka3.partition_leaders(topic)
+            victim = leaders[0]
+            led = [p for p, node in leaders.items() if node == victim]
+            kill_times.append(time.monotonic())
+            kafka3.kill_broker(victim)
+            victims.append((victim, led))
+            anyio.from_thread.run_sync(killed[k].set)
+            # How long the cluster itself takes to move leadership (session timeout 3 s),
+            # to tell the brokers' share of the recovery time from the producer's.
+            failover.append(_wait_new_leader(kafka3, topic, 0, victim) - kill_times[-1])
+            kafka3.start_broker(victim)
+
+    with _restored_afterwards(kafka3):
+        async with Producer(kafka3.bootstrap_servers, linger_ms=5) as producer:
+            try:
+                async with anyio.create_task_group() as tg:
+
+                    async def run_saboteur() -> None:
+                        await anyio.to_thread.run_sync(saboteur, abandon_on_cancel=True)
+
+                    tg.start_soon(run_saboteur)
+                    for i in range(total):
+                        if i in thresholds:
+                            await killed[thresholds.index(i)].wait()
+                        p = pattern[i % len(pattern)]
+                        handle = await producer.send(topic, ledger.value(p), partition=p)
+                        ledger.track(p, handle)
+                        progress[0] = i + 1
+            finally:
+                stopping.set()
+            with anyio.fail_after(150):
+                await producer.flush()
+            metrics = producer.metrics()
+
+    records = await _read_back(kafka3, topic, total)
+    outcome = ledger.check(records)
+    recovery = [ledger.recovery(t, led) for t, (_v, led) in zip(kill_times, victims, strict=True)]
+    print()
+    print(outcome.line("sigkill x5", recovery))
+    print(
+        f"  victims={[v for v, _ in victims]} retried={metrics['records_retried']} "
+        "cluster_failover_s=[" + ", ".join(f"{f:.2f}" for f in failover) + "]"
+    )
+    assert len(kill_times) == kills
+    assert outcome.sent == total
+    assert outcome.failed == 0, outcome.failures
+    assert outcome.acked == total
+    outcome.assert_exact()
+    assert metrics["records_retried"] > 0, "no kill hit a request in flight"
+    assert all(r < 60 for r in recovery), recovery
+
+
+async def test_a_paused_broker_for_ten_seconds_loses_nothing(kafka3: KafkaCluster) -> None:
+    partitions = 6
+    topic = f"faults-pause-{time.monotonic_ns()}"
+    kafka3.create_topic(topic, partitions, 3, _TOPIC_CONFIG)
+    _wait_fully_replicated(kafka3, topic)
+    ledger = Ledger(partitions)
+    with _restored_afterwards(kafka3):
+        # A request to a frozen broker never gets an answer: request_timeout_ms closes the
+        # connection and the batch goes again, to whichever broker leads by then.
+        async with Producer(
+            kafka3.bootstrap_servers, linger_ms=5, request_timeout_ms=5000
+        ) as producer:
+            stop = anyio.Event()
+
+            async def produce() -> None:
+                i = 0
+                while not stop.is_set():
+                    p = i % partitions
+                    ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+                    i += 1
+                    if i % 200 == 0:
+                        await anyio.sleep(0.01)  # about 20,000 records/s at most
+
+            leaders = kafka3.partition_leaders(topic)
+            victim = leaders[0]
+            led = [p for p, n in leaders.items() if n == victim]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(produce)
+                await anyio.sleep(2)
+                paused_at = time.monotonic()
+                await anyio.to_thread.run_sync(kafka3.pause_broker, victim)
+                try:
+                    await anyio.sleep(10)
+                finally:
+                    await anyio.to_thread.run_sync(kafka3.resume_broker, victim)
+                await anyio.sleep(3)
+                stop.set()
+            with anyio.fail_after(90):
+                await producer.flush()
+    records = await _read_back(kafka3, topic, ledger.sent)
+    outcome = ledger.check(records)
+    recovery = ledger.recovery(paused_at, led)
+    print()
+    print(outcome.line("sigstop 10s", [recovery]))
+    assert outcome.failed == 0, outcome.failures
+    outcome.assert_exact()
+    # Leadership moves after the 3 s session timeout; the frozen requests time out at 5 s.
+    # Below the 10 s freeze: the producer went around the frozen broker, not waited for it.
+    assert recovery < 9, f"partitions of the frozen broker recovered only after {recovery} s"
+
+
+async def test_all_brokers_down_fails_pending_records_in_time_then_recovers(
+    kafka3: KafkaCluster,
+) -> None:
+    partitions, delivery_timeout = 3, 8.0
+    topic = f"faults-outage-{time.monotonic_ns()}"
+    kafka3.create_topic(topic, partitions, 3, _TOPIC_CONFIG)
+    _wait_fully_replicated(kafka3, topic)
+    ledger = Ledger(partitions)
+    with _restored_afterwards(kafka3):
+        async with Producer(
+            kafka3.bootstrap_servers,
+            linger_ms=5,
+            delivery_timeout_ms=int(delivery_timeout * 1000),
+            request_timeout_ms=3000,
+        ) as producer:
+            for i in range(3000):
+                p = i % partitions
+                ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+            await producer.flush()
+            # Records in flight when the cluster dies, and records sent while it is dead.
+            for i in range(20_000):
+                p = i % partitions
+                ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+            down_at = time.monotonic()
+            for node in kafka3.node_ids:
+                await anyio.to_thread.run_sync(kafka3.kill_broker, node)
+            for i in range(2000):
+                p = i % partitions
+                ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+            with anyio.fail_after(delivery_timeout + 10):
+                await producer.flush()
+            settled = time.monotonic()
+            late = []
+            for p in range(partitions):
+                for i, h in enumerate(ledger.handles[p]):
+                    exc = h.exception()
+                    if exc is None:
+                        continue
+                    assert isinstance(exc, DeliveryTimeoutError), repr(exc)
+                    assert isinstance(exc, KafkaTimeoutError)
+                    took = ledger.done_at[p][i] - ledger.sent_at[p][i]
+                    if took > delivery_timeout + 5:
+                        late.append(took)
+            assert not late, f"{len(late)} records failed late (worst {max(late):.1f} s)"
+            await anyio.to_thread.run_sync(_restore, kafka3)
+            back_at = time.monotonic()
+            # The same producer, untouched: the next record goes through.
+            with anyio.fail_after(60):
+                meta = await producer.send_and_wait(topic, b"after-outage", partition=0)
+            first_after = time.monotonic() - back_at
+    records = await _read_back(kafka3, topic, ledger.sent + 1)
+    (after,) = [r for r in records if r.value == b"after-outage"]
+    assert (after.partition, after.offset) == (0, meta.offset)
+    outcome = ledger.check(r for r in records if r.value != b"after-outage")
+    print()
+    print(outcome.line("all down > delivery_timeout", [settled - down_at, first_after]))
+    assert outcome.failed > 0, "the outage did not fail any record"
+    assert outcome.failures.keys() == {"DeliveryTimeoutError"}
+    assert outcome.lost == 0 and outcome.duplicated == 0 and outcome.out_of_order == 0
+    assert outcome.wrong_offset == 0
+    assert settled - down_at < delivery_timeout + 5
+
+
+@_ALL_BACKENDS
+async def test_a_dead_leader_that_stays_dead_is_routed_around(kafka3: KafkaCluster) -> None:
+    # Regression: with nothing in flight to the dead leader, or when the first refresh
+    # still named it (before the controller fenced it), nothing asked for metadata again
+    # and its partitions waited for metadata_max_age_ms (5 min) or for it to come back.
+    partitions = 3
+    topic = f"faults-dead-{time.monotonic_ns()}"
+    kafka3.create_topic(topic, partitions, 3, _TOPIC_CONFIG)
+    _wait_fully_replicated(kafka3, topic)
+    ledger = Ledger(partitions)
+    with _restored_afterwards(kafka3):
+        async with Producer(kafka3.bootstrap_servers, linger_ms=1) as producer:
+            for p in range(partitions):
+                ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+            await producer.flush()
+            victim = kafka3.leader_for(topic, 0)
+            led = [p for p, n in kafka3.partition_leaders(topic).items() if n == victim]
+            killed_at = time.monotonic()
+            await anyio.to_thread.run_sync(kafka3.kill_broker, victim)
+            # One record every 20 ms: slow enough that requests are rarely in flight.
+            with anyio.fail_after(45):
+                i = 0
+                while time.monotonic() - killed_at < 4 or ledger.pending():
+                    p = i % partitions
+                    i += 1
+                    ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+                    await anyio.sleep(0.02)
+            assert not kafka3.is_running(victim)
+            failover = await anyio.to_thread.run_sync(_wait_new_leader, kafka3, topic, 0, victim)
+            recovery = ledger.recovery(killed_at, led)
+    records = await _read_back(kafka3, topic, ledger.sent)
+    outcome = ledger.check(records)
+    print()
+    print(outcome.line("leader dead, not restarted", [failover - killed_at, recovery]))
+    assert outcome.failed == 0, outcome.failures
+    outcome.assert_exact()
+
+
+@_ALL_BACKENDS
+async def test_broker_restart_while_idle_reconnects_transparently(kafka3: KafkaCluster) -> None:
+    partitions = 3
+    topic = f"faults-idle-{time.monotonic_ns()}"
+    kafka3.create_topic(topic, partitions, 3, _TOPIC_CONFIG)
+    _wait_fully_replicated(kafka3, topic)
+    ledger = Ledger(partitions)
+    with _restored_afterwards(kafka3):
+        async with Producer(kafka3.bootstrap_servers, linger_ms=1) as producer:
+            for i in range(300):
+                p = i % partitions
+                ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+            await producer.flush()
+            # Every broker is restarted once (SIGKILL, so no goodbye on the sockets) while
+            # the producer holds connections to all of them and sends nothing.
+            for node in kafka3.node_ids:
+                await anyio.to_thread.run_sync(
+                    functools.partial(kafka3.restart_broker, node, kill=True)
+                )
+                await anyio.to_thread.run_sync(_wait_fully_replicated, kafka3, topic)
+            started = time.monotonic()
+            with anyio.fail_after(60):
+                for i in range(300):
+                    p = i % partitions
+                    ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+                await producer.flush()
+            recovered = time.monotonic() - started
+    records = await _read_back(kafka3, topic, ledger.sent)
+    outcome = ledger.check(records)
+    print()
+    print(outcome.line("idle restart", [recovered]))
+    assert outcome.failed == 0, outcome.failures
+    assert outcome.acked == 600
+    outcome.assert_exact()
