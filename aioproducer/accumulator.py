@@ -506,7 +506,13 @@ class Accumulator:
         for builder in batch.builder.split(max_bytes):
             child = ProducerBatch(batch.topic, batch.partition, builder, now, batch.deadline)
             child.full = True
-            child.attempts = batch.attempts
+            # The children take the parent's place in its partition's sequence: a later
+            # batch that comes back for a retry (say, out of order because the parent was
+            # never written) must queue behind them, not overtake them. They count as
+            # retries, so each goes alone until acknowledged.
+            child.attempts = max(batch.attempts, 1)
+            if batch.sequence >= 0:
+                child.sequence = batch.sequence + start
             children.append((child, start))
             start += builder.record_count
             self.incomplete[child] = None

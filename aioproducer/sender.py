@@ -257,11 +257,18 @@ class Sender:
             return False
         if self.idempotent:
             state = self._partitions.get(tp)
-            # A retried batch goes alone: nothing after it may overtake it.
+            # A retried batch goes alone: nothing after it may overtake it. So does the
+            # first batch of a partition under a producer id: a broker with no state for
+            # the id accepts any sequence, so a later batch in flight would be written
+            # ahead of a first batch that fails (e.g. MESSAGE_TOO_LARGE, then split).
             if (
                 state is not None
                 and state.in_flight
-                and (batch.attempts or state.in_flight >= self._max_in_flight)
+                and (
+                    batch.attempts
+                    or state.acked_next == 0
+                    or state.in_flight >= self._max_in_flight
+                )
             ):
                 return False
         return True
