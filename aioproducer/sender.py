@@ -441,10 +441,13 @@ class Sender:
             return
         if self.idempotent and code == _OUT_OF_ORDER_SEQUENCE:
             state = self._partitions.get(tp)
-            if state is not None and batch.sequence != state.acked_next:
+            if state is not None and batch.sequence > state.acked_next:
                 # An earlier batch of this partition failed: this one goes again after it.
                 self._retry_or_fail(batch, error_for_code(code, message), now)
                 return
+            # Either the broker refuses the very next sequence, or it already holds later
+            # ones (it took a later batch first): this sequence can never be accepted, so
+            # renumber under a fresh producer id rather than retry it forever.
             self._need_new_pid = True
             self._retry_or_fail(batch, error_for_code(code, message), now)
             return
