@@ -9,7 +9,7 @@ from __future__ import annotations
 # Defined before the imports below: the protocol core reports it to brokers.
 __version__ = "0.1.0.dev0"
 
-from .accumulator import DeliveryHandle, RecordMetadata
+from .accumulator import BulkDelivery, DeliveryHandle, RecordMetadata
 from .config import ProducerConfig
 from .errors import (
     BufferFullError,
@@ -23,10 +23,12 @@ from .errors import (
 )
 from .producer import Producer
 from .runner import LoopRunner
-from .sync import DeliveryFuture, SyncProducer
+from .sync import BulkFuture, DeliveryFuture, SyncProducer
 
 __all__ = [
     "BufferFullError",
+    "BulkDelivery",
+    "BulkFuture",
     "ConfigError",
     "DeliveryFuture",
     "DeliveryHandle",

@@ -7,6 +7,7 @@ method except :meth:`MemoryBudget.reserve` runs to completion without awaiting. 
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import dataclasses
@@ -22,6 +23,7 @@ from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
     "Accumulator",
+    "BulkDelivery",
     "DeliveryHandle",
     "MemoryBudget",
     "ProducerBatch",
@@ -268,6 +270,183 @@ class DeliveryHandle:
         return f"<DeliveryHandle {self.topic}-{self.partition} #{self._index} {state}>"
 
 
+class BulkDelivery:
+    """The pending delivery of the records of one bulk send, as a whole.
+
+    ``await bulk`` (or :meth:`wait`) returns it once every record has an outcome; nothing
+    is tracked per record: it completes when the batches holding its records have (one
+    callback per batch). Then :attr:`delivered`, :attr:`failed` and :attr:`first_error`
+    summarise the outcome and :meth:`metadata` gives one record's, computed on demand.
+    Cancelling a wait never cancels the delivery.
+    """
+
+    __slots__ = (
+        "_callbacks",
+        "_ends",
+        "_event",
+        "_inverse",
+        "_order",
+        "_pending",
+        "_spans",
+        "records",
+        "timestamp_ms",
+        "topic",
+    )
+
+    def __init__(self, topic: str, timestamp_ms: int) -> None:
+        self.topic = topic
+        self.timestamp_ms = timestamp_ms
+        #: How many records the bulk send buffered.
+        self.records = 0
+        self._spans: list[tuple[ProducerBatch, int, int]] = []
+        # Cumulative record counts of the spans, for finding a record's span.
+        self._ends: list[int] = []
+        # Position at which each record was appended, when grouping reordered them.
+        self._order: Sequence[int] | None = None
+        self._inverse: list[int] | None = None
+        # Batches still to complete, plus one until _track() has seen every span.
+        self._pending = 1
+        self._event: anyio.Event | None = None
+        self._callbacks: list[Callable[[BulkDelivery], Any]] | None = None
+
+    def _add_spans(self, spans: list[tuple[ProducerBatch, int, int]]) -> None:
+        ends = self._ends
+        total = self.records
+        for span in spans:
+            total += span[2]
+            ends.append(total)
+        self._spans += spans
+        self.records = total
+
+    def _track(self) -> None:
+        """Start waiting for the batches (call once, after the last span was added)."""
+        seen: set[int] = set()
+        batches = []
+        for batch, _first, _count in self._spans:
+            if id(batch) not in seen and not batch.done:
+                seen.add(id(batch))
+                batches.append(batch)
+        self._pending += len(batches)
+        for batch in batches:
+            batch.add_done_callback(self._batch_done)
+        self._batch_done(None)
+
+    def _batch_done(self, _batch: ProducerBatch | None) -> None:
+        self._pending -= 1
+        if self._pending:
+            return
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for callback in callbacks:
+                callback(self)
+
+    def done(self) -> bool:
+        """Whether every record has been delivered or has failed."""
+        return self._pending == 0
+
+    def add_done_callback(self, callback: Callable[[BulkDelivery], Any]) -> None:
+        """Call ``callback(bulk)`` on the producer's loop once every record is done."""
+        if self._pending == 0:
+            callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
+    async def wait(self) -> BulkDelivery:
+        """Wait until every record has an outcome; returns ``self``."""
+        if self._pending:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        return self
+
+    def __await__(self) -> Generator[Any, None, BulkDelivery]:
+        return self.wait().__await__()
+
+    def _check_done(self) -> None:
+        if self._pending:
+            raise RuntimeError("the bulk delivery is still pending; await it")
+
+    @property
+    def failed(self) -> int:
+        """How many records failed (``RuntimeError`` while pending)."""
+        self._check_done()
+        failed = 0
+        for batch, first, count in self._spans:
+            if batch._children is None:
+                if batch.exception is not None:
+                    failed += count
+            else:
+                failed += sum(
+                    1 for i in range(first, first + count) if batch.outcome(i)[2] is not None
+                )
+        return failed
+
+    @property
+    def delivered(self) -> int:
+        """How many records were acknowledged (``RuntimeError`` while pending)."""
+        return self.records - self.failed
+
+    @property
+    def first_error(self) -> BaseException | None:
+        """The error of the first failed record in append order, ``None`` if none failed."""
+        self._check_done()
+        for batch, first, count in self._spans:
+            if batch._children is None:
+                if batch.exception is not None:
+                    return batch.exception
+            else:
+                for i in range(first, first + count):
+                    exc = batch.outcome(i)[2]
+                    if exc is not None:
+                        return exc
+        return None
+
+    def _locate(self, index: int) -> tuple[ProducerBatch, int]:
+        if not 0 <= index < self.records:
+            raise IndexError(f"record {index} is not in this bulk of {self.records}")
+        if self._order is not None:
+            if self._inverse is None:
+                inverse = [0] * len(self._order)
+                for pos, original in enumerate(self._order):
+                    inverse[original] = pos
+                self._inverse = inverse
+            index = self._inverse[index]
+        span = bisect.bisect_right(self._ends, index)
+        batch, first, count = self._spans[span]
+        return batch, first + index - (self._ends[span] - count)
+
+    def partition(self, index: int) -> int:
+        """The partition record ``index`` (in the order given) went to."""
+        return self._locate(index)[0].partition
+
+    def metadata(self, index: int) -> RecordMetadata:
+        """Record ``index``'s metadata once done; raises its error if it failed.
+
+        Its serialized key and value sizes are -1: a bulk send does not keep them.
+        """
+        self._check_done()
+        batch, pos = self._locate(index)
+        offset, log_append_time, exc = batch.outcome(pos)
+        if exc is not None:
+            raise exc
+        return RecordMetadata(
+            batch.topic,
+            batch.partition,
+            offset,
+            log_append_time if log_append_time >= 0 else self.timestamp_ms,
+            -1,
+            -1,
+        )
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<BulkDelivery {self.topic} records={self.records} {state}>"
+
+
 class MemoryBudget:
     """The ``buffer_memory`` byte budget shared by all partitions.
 
@@ -446,6 +625,91 @@ class Accumulator:
             len(value) if value is not None else -1,
         )
         return handle, wake
+
+    def append_run(
+        self,
+        topic: str,
+        partition: int,
+        timestamp_ms: int,
+        keys: Sequence[Any] | None,
+        values: Sequence[Any],
+        headers: Sequence[HeaderList | None] | None,
+        start: int,
+        stop: int,
+        reserved: int,
+        now: float,
+        spans: list[tuple[ProducerBatch, int, int]],
+    ) -> tuple[int, int, bool]:
+        """Append ``values[start:stop]`` to ``partition``'s batches, whose ``reserved``
+        bytes (an upper bound of their size) are already reserved.
+
+        Adds one ``(batch, index of the first record in it, record count)`` per batch
+        touched to ``spans``, and gives back what the reservation over-estimated in one
+        go. Returns ``(records appended, bytes they added, wake the sender)``. If a record is invalid, the
+        ones before it stay appended (their spans are in ``spans``), the reservation of the
+        rest is given back and its error is raised.
+        """
+        tp = (topic, partition)
+        dq = self.batches.get(tp)
+        batch = dq[-1] if dq else None
+        batch_size = self.batch_size
+        budget = self.budget
+        wake = False
+        pos = start
+        added_total = 0
+        try:
+            while pos < stop:
+                if batch is None or batch.full:
+                    batch = self._new_batch(topic, partition, now)
+                    if dq is None:
+                        dq = self.batches[tp] = collections.deque()
+                    dq.append(batch)
+                    wake = True
+                    # The header is charged to the batch, outside the records' estimates.
+                    budget.used += RECORD_BATCH_OVERHEAD
+                    batch.reserved += RECORD_BATCH_OVERHEAD
+                builder = batch.builder
+                first = builder.record_count
+                before = builder.size_in_bytes
+                try:
+                    count, added = builder.append_many(
+                        timestamp_ms, keys, values, headers, pos, stop, batch_size
+                    )
+                except BaseException:
+                    count = builder.record_count - first
+                    if not builder.record_count:
+                        # A batch opened for the bad record alone must not reach the
+                        # sender empty.
+                        assert dq is not None
+                        dq.pop()
+                        if not dq:
+                            del self.batches[tp]
+                        del self.incomplete[batch]
+                        budget.release(batch.reserved)
+                        batch.reserved = 0
+                    elif count:
+                        # The builder kept the records before the bad one: account for
+                        # them exactly as for a normal run.
+                        added = builder.size_in_bytes - before
+                        batch.reserved += added
+                        added_total += added
+                        spans.append((batch, first, count))
+                    pos += count
+                    raise
+                if count:
+                    batch.reserved += added
+                    added_total += added
+                    spans.append((batch, first, count))
+                    pos += count
+                if pos < stop or builder.size_in_bytes >= batch_size:
+                    # The next record did not fit (or nothing more can): the batch is done.
+                    batch.full = True
+                    wake = True
+        finally:
+            # Give back what the estimates over-reserved, for appended and unappended
+            # records alike, so the budget stays exact whichever way this ends.
+            budget.release(reserved - added_total)
+        return pos - start, added_total, wake
 
     def _new_batch(self, topic: str, partition: int, now: float) -> ProducerBatch:
         builder = RecordBatchBuilder(self.codec, self.compression_level)

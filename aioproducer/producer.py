@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
@@ -12,12 +14,20 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .accumulator import Accumulator, DeliveryHandle, MemoryBudget, RecordMetadata
+from .accumulator import (
+    Accumulator,
+    BulkDelivery,
+    DeliveryHandle,
+    MemoryBudget,
+    ProducerBatch,
+    RecordMetadata,
+)
 from .cluster import Cluster, TopicInfo
 from .config import ProducerConfig
 from .errors import (
     BufferFullError,
     InvalidArgumentError,
+    KafkaError,
     KafkaTimeoutError,
     MetadataNotReadyError,
     ProducerClosedError,
@@ -317,6 +327,68 @@ class Producer:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
         return handles
 
+    async def send_bulk(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        headers: Sequence[Headers | None] | None = None,
+        *,
+        partitions: Sequence[int | None] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> BulkDelivery:
+        """Buffer many records for one topic and return one :class:`BulkDelivery` for all.
+
+        The fast way to send many records: no per-record handle exists, records are
+        encoded a run at a time and the result completes once per batch. ``keys``,
+        ``headers`` and ``partitions`` (a partition per record, ``None`` letting the
+        partitioner choose) are per record and as long as ``values``; every record gets
+        the same timestamp. Records given the same partition (or the same key) keep
+        their relative order. Waits for
+        buffer space like :meth:`send`. If a record is invalid, the records before it are
+        buffered and its error (naming its index) is raised.
+        """
+        if self._state != _RUNNING:
+            self._raise_not_running()
+        info = self._cluster.snapshot.topics.get(topic)
+        if info is None:
+            _check_topic(topic)
+            info = await self._cluster.wait_for_topic(topic, self._max_block)
+        ts = _bulk_timestamp(timestamp_ms)
+        cols = _prepare_bulk(self, topic, info, values, keys, headers, partitions)
+        bulk = BulkDelivery(topic, ts)
+        budget = self._budget
+        try:
+            for part, start, stop in cols.runs:
+                pos = start
+                while pos < stop:
+                    end = cols.slice_end(pos, stop, part is None, self.config.batch_size)
+                    need = cols.estimate(pos, end)
+                    if not budget.try_reserve(need):
+                        self._sender.wakeup()
+                        await budget.reserve(need, self._max_block)
+                        if self._state != _RUNNING:
+                            budget.release(need)
+                            self._raise_not_running()
+                        info = self._cluster.snapshot.topics.get(topic, info)
+                    spans: list[tuple[ProducerBatch, int, int]] = []
+                    try:
+                        wake = self._append_slice(
+                            topic, info, part, ts, cols, pos, end, need, spans
+                        )
+                    finally:
+                        bulk._add_spans(spans)
+                    pos = end
+                    if wake:
+                        self._sender.wakeup()
+                        await anyio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            bulk._order = cols.order
+            bulk._track()
+        if cols.error is not None:
+            raise cols.error
+        return bulk
+
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now, without lingering, and wait for the outcomes.
 
@@ -478,6 +550,287 @@ class Producer:
                 len(info.partitions),
             )
         return handle, wake
+
+    def _append_slice(
+        self,
+        topic: str,
+        info: TopicInfo,
+        part: int | None,
+        ts: int,
+        cols: _BulkColumns,
+        start: int,
+        stop: int,
+        reserved: int,
+        spans: list[tuple[ProducerBatch, int, int]],
+    ) -> bool:
+        """Append records ``start:stop`` of ``cols`` (``reserved`` bytes already reserved)
+        to ``part``, or to the sticky partition when ``part`` is None; returns whether
+        the sender should be woken."""
+        count = len(info.partitions)
+        sticky = part is None
+        if part is None:
+            part = self._sticky.partition(topic, info.available, count)
+        elif part >= count:
+            # The topic shrank (or metadata changed) since the partitions were checked.
+            self._budget.release(reserved)
+            raise InvalidArgumentError(
+                f"partition {part} is not valid for topic {topic!r}, which has {count} partitions"
+            )
+        before = len(spans)
+        _appended, added, wake = self._acc.append_run(
+            topic,
+            part,
+            ts,
+            cols.keys,
+            cols.values,
+            cols.headers,
+            start,
+            stop,
+            reserved,
+            time.monotonic(),
+            spans,
+        )
+        if sticky and len(spans) > before:
+            self._sticky.on_append(topic, part, added, spans[-1][0].full, info.available, count)
+        return wake
+
+
+_FRAMING = Accumulator.estimate_size(0, 0, None)
+_NoneType = type(None)
+# Records appended per slice of a bulk send: between slices the sender may run.
+_BULK_SLICE = 4096
+
+
+class _BulkColumns:
+    """A bulk send's records, checked and converted, grouped into runs by partition."""
+
+    __slots__ = (
+        "error",
+        "header_sizes",
+        "headers",
+        "keys",
+        "max_estimate",
+        "order",
+        "runs",
+        "values",
+    )
+
+    def __init__(
+        self,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        headers: Sequence[Any] | None,
+    ) -> None:
+        self.values = values
+        self.keys = keys
+        self.headers = headers
+        # Per-record upper bounds of the headers' encoded size, when there are headers.
+        self.header_sizes: list[int] | None = None
+        self.max_estimate = _FRAMING
+        self.order: Sequence[int] | None = None
+        self.runs: list[tuple[int | None, int, int]] = []
+        self.error: BaseException | None = None
+
+    def estimate(self, start: int, stop: int) -> int:
+        """An upper bound of the bytes records ``start:stop`` add to batches."""
+        total = _FRAMING * (stop - start)
+        total += sum(map(len, filter(None, self.values[start:stop])))
+        if self.keys is not None:
+            total += sum(map(len, filter(None, self.keys[start:stop])))
+        if self.header_sizes is not None:
+            total += sum(self.header_sizes[start:stop])
+        return total
+
+    def slice_end(self, start: int, stop: int, sticky: bool, batch_size: int) -> int:
+        """Where the slice starting at ``start`` ends: at most a batch's worth for the
+        sticky partitioner (it may move on after each batch), else ``_BULK_SLICE``
+        records, and never so many bytes that one reservation could take the buffer."""
+        step = _BULK_SLICE
+        if sticky:
+            step = min(step, max(1, batch_size // self.max_estimate))
+        return min(stop, start + step)
+
+
+def _prepare_bulk(
+    producer: Producer,
+    topic: str,
+    info: TopicInfo,
+    values: Sequence[Any],
+    keys: Sequence[Any] | None,
+    headers: Sequence[Any] | None,
+    partitions: Sequence[int | None] | None,
+) -> _BulkColumns:
+    """Check and convert a bulk send's columns, cut them at the first bad record and
+    group them by partition.
+
+    Per-record Python runs only where the input needs it (serializers, values that are
+    not bytes, headers, keys to hash); columns of bytes are checked with C-level passes.
+    """
+    values = values if isinstance(values, Sequence) else list(values)
+    count = len(values)
+    keys = _aligned(keys, count, "keys")
+    headers = _aligned(headers, count, "headers")
+    partitions = _aligned(partitions, count, "partitions")
+    bad = count
+    error: BaseException | None = None
+
+    def fail(index: int, exc: BaseException) -> None:
+        nonlocal bad, error
+        if index < bad:
+            bad = index
+            error = type(exc)(f"record {index} of the bulk send: {exc}")
+            error.__cause__ = exc
+
+    values = _bulk_bytes(topic, values, producer._value_serializer, "value", fail)
+    if keys is not None:
+        keys = _bulk_bytes(topic, keys, producer._key_serializer, "key", fail)
+    header_sizes: list[int] | None = None
+    if headers is not None:
+        normalized: list[Any] = []
+        header_sizes = []
+        for i, hdrs in enumerate(headers):
+            if i >= bad:
+                break
+            try:
+                hl = _headers(hdrs) if hdrs else None
+            except SerializationError as exc:
+                fail(i, exc)
+                break
+            normalized.append(hl)
+            header_sizes.append(Accumulator.estimate_size(0, 0, hl) - _FRAMING)
+        headers = normalized
+    # Sizes: one C-level pass finds the largest record bound; only if that is too large
+    # for a request is each record measured to find the first culprit.
+    max_need = producer._max_record - RECORD_BATCH_OVERHEAD
+    vmax = max(map(len, filter(None, values[:bad])), default=0)
+    kmax = max(map(len, filter(None, keys[:bad])), default=0) if keys is not None else 0
+    hmax = max(header_sizes, default=0) if header_sizes else 0
+    if _FRAMING + vmax + kmax + hmax > max_need:
+        for i in range(bad):
+            v, k = values[i], keys[i] if keys is not None else None
+            need = (
+                _FRAMING
+                + (len(v) if v is not None else 0)
+                + (len(k) if k is not None else 0)
+                + (header_sizes[i] if header_sizes is not None else 0)
+            )
+            if need > max_need:
+                fail(i, producer._too_large(need + RECORD_BATCH_OVERHEAD))
+                break
+    parts: list[Any] | None = None
+    nparts = len(info.partitions)
+    if partitions is not None:
+        parts = list(partitions[:bad])
+        for i, p in enumerate(parts):
+            if p is not None and (type(p) is not int or not 0 <= p < nparts):
+                fail(
+                    i,
+                    InvalidArgumentError(
+                        f"partition {p!r} is not valid for topic {topic!r}, which has "
+                        f"{nparts} partitions (0..{nparts - 1})"
+                    ),
+                )
+                break
+    custom = producer.config.partitioner
+    if custom is not None or (keys is not None and producer._keys_decide):
+        # Keys to hash or a custom partitioner: one partition per record, decided here.
+        if parts is None:
+            parts = [None] * bad
+        for i in range(bad):
+            if parts[i] is None:
+                k = keys[i] if keys is not None else None
+                if custom is None and k is None:
+                    continue  # a null key goes to the sticky partition
+                try:
+                    parts[i] = producer._partition(topic, info, k, None)
+                except KafkaError as exc:
+                    fail(i, exc)
+                    break
+                except Exception as exc:
+                    err = InvalidArgumentError(f"the record could not be partitioned: {exc!r}")
+                    err.__cause__ = exc
+                    fail(i, err)
+                    break
+    cols = _BulkColumns(values, keys, headers)
+    cols.header_sizes = header_sizes
+    cols.max_estimate = _FRAMING + vmax + kmax + hmax
+    cols.error = error
+    if parts is not None:
+        del parts[bad:]
+    _group(cols, parts, bad)
+    return cols
+
+
+def _bulk_bytes(
+    topic: str,
+    column: Sequence[Any],
+    serializer: Any,
+    what: str,
+    fail: Any,
+) -> Sequence[Any]:
+    """``column`` with every item bytes or None (a C-level type scan when it already is)."""
+    if serializer is None and set(map(type, column)) <= {bytes, _NoneType}:
+        return column
+    out: list[Any] = []
+    append = out.append
+    for i, item in enumerate(column):
+        try:
+            if serializer is not None and item is not None:
+                item = _serialize(serializer, topic, item, what)
+            if item is not None and type(item) is not bytes:
+                item = _coerce(item, what)
+        except SerializationError as exc:
+            fail(i, exc)
+            break
+        append(item)
+    return out
+
+
+def _group(cols: _BulkColumns, parts: list[Any] | None, count: int) -> None:
+    """Order ``cols``' first ``count`` records by partition (stably) and cut them into runs."""
+    if count == 0:
+        return
+    if parts is None:
+        cols.runs = [(None, 0, count)]
+        return
+    distinct = set(parts)
+    if len(distinct) == 1:
+        cols.runs = [(parts[0], 0, count)]
+        return
+    if None in distinct:
+        # Records for the sticky partitioner sort first, under a key no partition has.
+        sort_keys: list[int] = [-1 if p is None else p for p in parts]
+    else:
+        sort_keys = parts
+    order = sorted(range(count), key=sort_keys.__getitem__)
+    pick = operator.itemgetter(*order)
+    ordered_keys = list(pick(sort_keys))
+    cols.values = list(pick(cols.values))
+    if cols.keys is not None:
+        cols.keys = list(pick(cols.keys))
+    if cols.headers is not None:
+        cols.headers = list(pick(cols.headers))
+    if cols.header_sizes is not None:
+        cols.header_sizes = list(pick(cols.header_sizes))
+    cols.order = order
+    runs: list[tuple[int | None, int, int]] = []
+    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
+        key = -1 if p is None else p
+        runs.append(
+            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
+        )
+    cols.runs = runs
+
+
+def _bulk_timestamp(timestamp_ms: int | None) -> int:
+    if timestamp_ms is None:
+        return int(time.time() * 1000)
+    if type(timestamp_ms) is int and timestamp_ms >= 0:
+        return timestamp_ms
+    raise InvalidArgumentError(
+        f"timestamp_ms must be a non-negative int (milliseconds since the epoch) or "
+        f"None, got {timestamp_ms!r}"
+    )
 
 
 def _check_topic(topic: object) -> None:

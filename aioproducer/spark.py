@@ -345,27 +345,25 @@ def _send(
     keys: Sequence[Any] | None,
     headers: Sequence[Any] | None,
     partitions: Sequence[int | None] | None,
-    partitions_checked: bool = False,
 ) -> None:
-    """Send a run of records; a record rejected at send() fails alone and is counted."""
+    """Send a run of records; a record rejected at send() fails alone and is counted.
+
+    Goes through the bulk path: the records cross to the producer's loop a slice at a
+    time and are encoded a run per partition, with no per-record future.
+    """
     start, count = 0, len(values)
     while start < count:
-        errors: list[tuple[int, BaseException]] = []
-        producer._send_bulk(
+        _bulk, index, error = producer._bulk(
             topic,
             values[start:] if start else values,
             keys[start:] if keys is not None and start else keys,
             headers[start:] if headers is not None and start else headers,
             partitions[start:] if partitions is not None and start else partitions,
             None,
-            False,
-            errors,
-            partitions_checked,
         )
-        if not errors:
+        if error is None:
             return
-        index, exc = errors[0]
-        result.note(exc)
+        result.note(error)
         start += index + 1
 
 
@@ -601,7 +599,7 @@ def _write_arrow(spec: _Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.
                 )
             elif key_partitions is not None:
                 assert spec.topic is not None
-                _send(producer, result, spec.topic, values, keys, headers, key_partitions, True)
+                _send(producer, result, spec.topic, values, keys, headers, key_partitions)
             else:
                 assert spec.topic is not None
                 _send(producer, result, spec.topic, values, keys, headers, partitions)

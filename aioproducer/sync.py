@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
-from .accumulator import Accumulator, DeliveryHandle, ProducerBatch, RecordMetadata
+from .accumulator import Accumulator, BulkDelivery, DeliveryHandle, ProducerBatch, RecordMetadata
 from .cluster import TopicInfo
 from .config import ProducerConfig
 from .errors import (
@@ -38,11 +38,21 @@ from .errors import (
     UnknownTopicOrPartitionError,
 )
 from .producer import _RUNNING as _PRODUCER_RUNNING
-from .producer import Headers, Producer, _check_topic, _coerce, _headers, _serialize
+from .producer import (
+    Headers,
+    Producer,
+    _bulk_timestamp,
+    _BulkColumns,
+    _check_topic,
+    _coerce,
+    _headers,
+    _prepare_bulk,
+    _serialize,
+)
 from .protocol.records import RECORD_BATCH_OVERHEAD
 from .runner import LoopRunner, default_runner
 
-__all__ = ["DeliveryFuture", "SyncProducer"]
+__all__ = ["BulkFuture", "DeliveryFuture", "SyncProducer"]
 
 log = logging.getLogger("aioproducer.sync")
 
@@ -58,6 +68,31 @@ _FRAMING = Accumulator.estimate_size(0, 0, None)
 
 # (topic, key, value, headers, timestamp_ms, explicit partition, reserved bytes)
 _Record = tuple[str, Any, Any, Any, int, "int | None", int]
+# In the partition field, marks a slice of a bulk send: the key field then holds its
+# _BulkSlice and the reserved bytes are the whole slice's.
+_BULK: Any = object()
+
+
+class _BulkSlice:
+    """Records ``start:stop`` of a bulk send, bound for ``partition`` (None: sticky)."""
+
+    __slots__ = ("bulk", "cols", "last", "partition", "start", "stop")
+
+    def __init__(
+        self,
+        cols: _BulkColumns,
+        partition: int | None,
+        start: int,
+        stop: int,
+        bulk: BulkDelivery,
+        last: bool,
+    ) -> None:
+        self.cols = cols
+        self.partition = partition
+        self.start = start
+        self.stop = stop
+        self.bulk = bulk
+        self.last = last
 
 
 class _WaitTimeout(KafkaTimeoutError, concurrent.futures.TimeoutError):
@@ -74,7 +109,8 @@ class _Chunk:
         self.nbytes = 0
         #: Per record, once the loop has taken it: its DeliveryHandle, or the exception
         #: that kept it out of the accumulator.
-        self.outcomes: list[DeliveryHandle | BaseException] = []
+        #: A bulk slice's position holds None: no future refers to it.
+        self.outcomes: list[DeliveryHandle | BaseException | None] = []
         #: Callbacks added to futures of this chunk before the loop took their records.
         self.early_callbacks: list[tuple[DeliveryFuture, Callable[[DeliveryFuture], Any]]] = []
 
@@ -203,6 +239,45 @@ def _failures(batch: ProducerBatch) -> tuple[int, BaseException | None]:
         if first is None:
             first = exc
     return total, first
+
+
+class BulkFuture:
+    """The pending delivery of one :meth:`SyncProducer.send_bulk`, as a whole.
+
+    :meth:`result` blocks until every record has an outcome and returns the
+    :class:`~aioproducer.accumulator.BulkDelivery` (``delivered``, ``failed``,
+    ``first_error``, per-record ``metadata(i)``). Deliveries cannot be cancelled.
+    """
+
+    __slots__ = ("_bulk", "_engine")
+
+    def __init__(self, engine: _Engine, bulk: BulkDelivery) -> None:
+        self._engine = engine
+        self._bulk = bulk
+
+    @property
+    def records(self) -> int:
+        """How many records the bulk send buffered (final once it is done)."""
+        return self._bulk.records
+
+    def done(self) -> bool:
+        """Whether every record has been delivered or has failed."""
+        return self._bulk.done()
+
+    def result(self, timeout: float | None = None) -> BulkDelivery:
+        """Wait up to ``timeout`` seconds for every outcome and return them.
+
+        A timeout raises :class:`~aioproducer.errors.KafkaTimeoutError` (also a
+        ``concurrent.futures.TimeoutError``) and does not affect the delivery.
+        """
+        bulk = self._bulk
+        if not bulk.done() and not self._engine.wait_for(bulk.done, timeout):
+            raise _WaitTimeout(f"the bulk send was not done within {timeout} s (still pending)")
+        return bulk
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<BulkFuture {self._bulk.topic} {state}>"
 
 
 class Tally:
@@ -485,12 +560,29 @@ class _Engine:
                         )
                     if producer._state != _PRODUCER_RUNNING:
                         raise ProducerClosedError("the producer was closed before the record")
-                    part = (
-                        partition if partition is not None else partition_of(topic, info, key, None)
-                    )
+                    if partition is None:
+                        part = partition_of(topic, info, key, None)
+                    elif partition is _BULK:
+                        outcomes.append(None)
+                        failed, error, woke = self._pump_bulk(topic, info, key, ts, need)
+                        if failed:
+                            failed_early += failed
+                            first_error = first_error or error
+                        wake = wake or woke
+                        continue
+                    else:
+                        part = partition
                     handle, woke = append(topic, info, part, ts, key, value, hdrs, need, partition)
                 except KafkaError as exc:
                     budget.release(need)
+                    if partition is _BULK:
+                        # The slice never reached the accumulator: all of it fails.
+                        outcomes.append(None)
+                        failed_early += key.stop - key.start
+                        first_error = first_error or exc
+                        if key.last:
+                            self._track_bulk(key.bulk)
+                        continue
                     outcomes.append(exc)
                     failed_early += 1
                     first_error = first_error or exc
@@ -534,6 +626,74 @@ class _Engine:
         if self.backlog and not self.pump_scheduled:
             self.pump_scheduled = True
             self.runner.loop.call_soon(self._pump_soon)
+
+    def _pump_bulk(
+        self, topic: str, info: TopicInfo, piece: _BulkSlice, ts: int, need: int
+    ) -> tuple[int, BaseException | None, bool]:
+        """Append one bulk slice; returns (records that failed, the error, wake)."""
+        producer = self.producer
+        assert producer is not None
+        spans: list[tuple[ProducerBatch, int, int]] = []
+        failed = 0
+        error: BaseException | None = None
+        wake = False
+        try:
+            wake = producer._append_slice(
+                topic, info, piece.partition, ts, piece.cols, piece.start, piece.stop, need, spans
+            )
+        except Exception as exc:
+            # _append_slice gave the reservation back; what it did not append fails.
+            error = exc
+            failed = piece.stop - piece.start - sum(span[2] for span in spans)
+        on_batch_done = self._on_batch_done
+        for batch, first, _count in spans:
+            if first == 0:
+                batch.add_done_callback(on_batch_done)
+        piece.bulk._add_spans(spans)
+        if piece.last:
+            self._track_bulk(piece.bulk)
+        return failed, error, wake
+
+    def _track_bulk(self, bulk: BulkDelivery) -> None:
+        bulk._track()
+        bulk.add_done_callback(self._on_bulk_done)
+
+    def _on_bulk_done(self, _bulk: BulkDelivery) -> None:
+        with self.cond:
+            if self.waiting:
+                self.cond.notify_all()
+
+    def buffer_bulk(self, topic: str, cols: _BulkColumns, ts: int, bulk: BulkDelivery) -> None:
+        """Hand a prepared bulk send to the loop, slice by slice, waiting for space."""
+        assert self.producer is not None
+        budget = self.producer._budget
+        batch_size = self.producer.config.batch_size
+        pieces: list[tuple[_BulkSlice, int]] = []
+        for part, start, stop in cols.runs:
+            pos = start
+            while pos < stop:
+                end = cols.slice_end(pos, stop, part is None, batch_size)
+                piece = _BulkSlice(cols, part, pos, end, bulk, False)
+                pieces.append((piece, cols.estimate(pos, end)))
+                pos = end
+        # An empty last slice starts tracking the bulk once the loop has appended the
+        # rest; it needs no space, so it goes in even when waiting for space failed.
+        tracker = _BulkSlice(cols, None, 0, 0, bulk, True)
+        with self.cond:
+            try:
+                for piece, need in pieces:
+                    self._check_running()
+                    if self.chunk.nbytes + budget.used + need > self.limit:
+                        self._wait_for_space(need)
+                    chunk = self.chunk
+                    chunk.records.append((topic, piece, None, None, ts, _BULK, need))
+                    chunk.nbytes += need
+                    self.tally.records += piece.stop - piece.start
+            finally:
+                self.chunk.records.append((topic, tracker, None, None, ts, _BULK, 0))
+                if not self.wake_scheduled:
+                    self.wake_scheduled = True
+                    self.runner.call_soon(self._pump_soon)
 
     def _settle_early(self, chunk: _Chunk) -> None:
         now: list[tuple[DeliveryFuture, Callable[..., Any]]] = []
@@ -847,6 +1007,49 @@ class SyncProducer:
         for it.
         """
         return self._send_bulk(topic, values, keys, headers, partition, timestamp_ms, True)
+
+    def send_bulk(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        headers: Sequence[Headers | None] | None = None,
+        *,
+        partitions: Sequence[int | None] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> BulkFuture:
+        """Buffer many records for one topic; returns one :class:`BulkFuture` for them all.
+
+        The fast way to send many records, as :meth:`aioproducer.Producer.send_bulk`: no
+        per-record future, the records cross to the producer's loop a slice at a time and
+        are encoded a run at a time. Blocks only for metadata or buffer space. If a record
+        is invalid, the records before it are buffered and its error (naming its index)
+        is raised.
+        """
+        bulk, _count, error = self._bulk(topic, values, keys, headers, partitions, timestamp_ms)
+        if error is not None:
+            raise error
+        return BulkFuture(self._get_engine(), bulk)
+
+    def _bulk(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        headers: Sequence[Any] | None,
+        partitions: Sequence[int | None] | None,
+        timestamp_ms: int | None,
+    ) -> tuple[BulkDelivery, int, BaseException | None]:
+        """Buffer what comes before the first bad record; return the bulk, how many
+        records it holds (the bad record's index) and that record's error."""
+        engine = self._get_engine()
+        info = self._topic_info(engine, topic)
+        ts = _bulk_timestamp(timestamp_ms)
+        assert engine.producer is not None
+        cols = _prepare_bulk(engine.producer, topic, info, values, keys, headers, partitions)
+        bulk = BulkDelivery(topic, ts)
+        engine.buffer_bulk(topic, cols, ts, bulk)
+        return bulk, sum(stop - start for _part, start, stop in cols.runs), cols.error
 
     def _send_bulk(
         self,

@@ -102,6 +102,7 @@ def _zigzag(value: int) -> bytes:
 # cheaper than running the LEB128 loop in Python for each field of each record.
 _TABLE_LIMIT: Final = 16384
 _ZZ: Final[tuple[bytes, ...]] = tuple(_zigzag(n) for n in range(-1, _TABLE_LIMIT))
+_ZZ_LEN: Final[tuple[int, ...]] = tuple(map(len, _ZZ))
 _NULL: Final = _ZZ[0]  # length -1
 _EMPTY_HEADERS: Final = _ZZ[1]  # count 0
 # A record's attributes byte: always 0 in v2.
@@ -360,6 +361,137 @@ class RecordBatchBuilder:
             self._max_ts = timestamp_ms
         self._count = count + 1
         return size + len(length_part)
+
+    def append_many(
+        self,
+        timestamp_ms: int,
+        keys: Sequence[BytesLike | None] | None,
+        values: Sequence[BytesLike | None],
+        headers: Sequence[Sequence[Header] | None] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        max_bytes: int | None = None,
+    ) -> tuple[int, int]:
+        """Append ``values[start:stop]`` (with their keys and headers), all stamped
+        ``timestamp_ms``; return ``(records appended, bytes added)``.
+
+        The bytes are exactly those :meth:`append` would write for the same records one by
+        one. ``keys``/``headers`` are ``None`` (no keys, no headers) or sequences indexed
+        like ``values``. Appending stops before the first record that would take
+        :attr:`size_in_bytes` past ``max_bytes``, unless the builder is still empty (a
+        record too large for any batch then gets one of its own, as with :meth:`append`).
+        A record that is invalid raises like :meth:`append` does; the records before it
+        stay appended (:attr:`record_count` tells how many) and it leaves nothing behind.
+        """
+        if stop is None:
+            stop = len(values)
+        if start >= stop:
+            return 0, 0
+        count = self._count
+        if count:
+            delta = timestamp_ms - self._base_ts
+            ts_part = (
+                _ZZ[delta + 1]
+                if 0 <= delta < _TABLE_LIMIT
+                else self._timestamp_delta(timestamp_ms, delta)
+            )
+            if timestamp_ms > self._max_ts and timestamp_ms > _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+        else:
+            if not isinstance(timestamp_ms, int):
+                raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
+            if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+            ts_part = b"\x00"
+        # Attributes and timestamp delta are the same for every record of the run: one
+        # piece, and a constant share of every record's length.
+        prefix = _ATTRS + ts_part
+        fixed = len(prefix)
+        size = RECORD_BATCH_OVERHEAD + len(self._buf)
+        limit = max_bytes if max_bytes is not None else _INT64_MAX
+        pieces: list[bytes | bytearray | memoryview] = []
+        put = pieces.extend
+        zl = _ZZ_LEN
+        zz = _ZZ
+        table = _TABLE_LIMIT
+        error: BaseException | None = None
+        try:
+            for i in range(start, stop):
+                key = keys[i] if keys is not None else None
+                value = values[i]
+                if type(key) is bytes:
+                    key_len = len(key)
+                    key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
+                elif key is None:
+                    key_len = 0
+                    key_part = _NULL
+                else:
+                    key = _as_bytes_like(key, "key")
+                    key_len = len(key)
+                    key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
+                if type(value) is bytes:
+                    value_len = len(value)
+                    value_part = zz[value_len + 1] if value_len < table else _zigzag(value_len)
+                elif value is None:
+                    value_len = 0
+                    value_part = _NULL
+                else:
+                    value = _as_bytes_like(value, "value")
+                    value_len = len(value)
+                    value_part = zz[value_len + 1] if value_len < table else _zigzag(value_len)
+                if headers is not None:
+                    hdrs = headers[i]
+                    header_part: bytes | bytearray = (
+                        _encode_headers(hdrs) if hdrs else _EMPTY_HEADERS
+                    )
+                    header_len = len(header_part)
+                else:
+                    header_part = _EMPTY_HEADERS
+                    header_len = 1
+                if count < table:
+                    offset_part = zz[count + 1]
+                    body = fixed + zl[count + 1]
+                else:
+                    offset_part = _zigzag(count)
+                    body = fixed + len(offset_part)
+                body += len(key_part) + key_len + len(value_part) + value_len + header_len
+                length_part = zz[body + 1] if body < table else _zigzag(body)
+                total = body + len(length_part)
+                if size + total > limit and count:
+                    break
+                size += total
+                count += 1
+                # One call per record; None key/value contribute no bytes (their -1
+                # length is in key_part/value_part).
+                put(
+                    (  # type: ignore[arg-type]
+                        length_part,
+                        prefix,
+                        offset_part,
+                        key_part,
+                        key if key_len else b"",
+                        value_part,
+                        value if value_len else b"",
+                        header_part,
+                    )
+                )
+        except (SerializationError, TypeError, ValueError) as exc:
+            error = exc
+        appended = count - self._count
+        if appended:
+            added = size - RECORD_BATCH_OVERHEAD - len(self._buf)
+            self._buf += b"".join(pieces)
+            if not self._count:
+                self._base_ts = timestamp_ms
+                self._max_ts = timestamp_ms
+            elif timestamp_ms > self._max_ts:
+                self._max_ts = timestamp_ms
+            self._count = count
+        else:
+            added = 0
+        if error is not None:
+            raise error
+        return appended, added
 
     def _timestamp_delta(self, timestamp_ms: int, delta: int) -> bytes:
         if not isinstance(timestamp_ms, int):

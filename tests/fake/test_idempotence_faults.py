@@ -206,7 +206,7 @@ async def test_first_batch_under_a_producer_id_goes_alone(fake: FakeCluster) -> 
     async with Producer(bootstrap_servers=fake.bootstrap_servers, **ONE_RECORD_PER_BATCH) as p:
         handles = [await p.send("t", b"%d" % i) for i in range(4)]
         metas = [await h for h in handles]
-    first, second, *rest = fake.requests("produce")
+    first, second, *_ = fake.requests("produce")
     assert first.answered_at is not None
     assert second.received_at >= first.answered_at
     assert [r.in_flight for r in [first, second]] == [1, 1]
