@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict examples
 
 pytest: $(STAMP) kafka-fetch
 	$(PY) -m pytest -p no:cacheprovider
