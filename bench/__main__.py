@@ -1,8 +1,12 @@
-"""``python -m bench``: runs the producer comparison (:mod:`bench.producer_compare`)."""
+"""``python -m bench [--suite quick|full] ...``: the benchmark suites (:mod:`bench.suite`).
+
+``python -m bench.producer_compare`` is the older single-workload throughput comparison of
+the Python clients; it keeps working with its own options.
+"""
 
 from __future__ import annotations
 
-from .producer_compare import main
+from .suite import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

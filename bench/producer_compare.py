@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .clients import CLIENTS
+from .clients import CLIENTS, PYTHON_CLIENTS
 from .clients._common import BATCH_SIZE, LINGER_MS, SEQ_DIGITS, make_value, parse_seq
 
 __all__ = ["RunResult", "main", "run_client", "summarize", "verify_records"]
@@ -492,8 +492,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=12, help="per topic (default 12)")
     parser.add_argument(
         "--clients",
-        default=",".join(CLIENTS),
-        help=f"comma-separated, in run order (default: all: {','.join(CLIENTS)})",
+        default=",".join(PYTHON_CLIENTS),
+        help=f"comma-separated, in run order (default: all: {','.join(PYTHON_CLIENTS)})",
     )
     parser.add_argument(
         "--bootstrap-servers",
@@ -510,7 +510,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also run --profile-client once under cProfile and print the top functions",
     )
-    parser.add_argument("--profile-client", default="aioproducer", choices=sorted(CLIENTS))
+    parser.add_argument("--profile-client", default="aioproducer", choices=sorted(PYTHON_CLIENTS))
     parser.add_argument(
         "--chunk-size", type=int, default=10_000, help="records per send_many() (default 10000)"
     )
@@ -531,9 +531,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     args = parser.parse_args(argv)
     args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
-    unknown = [c for c in args.clients if c not in CLIENTS]
+    unknown = [c for c in args.clients if c not in PYTHON_CLIENTS]
     if unknown:
-        parser.error(f"unknown client(s) {', '.join(unknown)}; known: {', '.join(CLIENTS)}")
+        parser.error(
+            f"unknown client(s) {', '.join(unknown)}; known: {', '.join(PYTHON_CLIENTS)} "
+            "(the Java tool runs in `python -m bench --suite ...`)"
+        )
     if len(set(args.clients)) != len(args.clients) or not args.clients:
         parser.error("--clients must name each client at most once, and at least one")
     if args.records < 1 or args.rounds < 1 or args.partitions < 1 or args.chunk_size < 1:

@@ -10,15 +10,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CLIENTS", "ClientSpec"]
+__all__ = ["CLIENTS", "PYTHON_CLIENTS", "ClientSpec"]
 
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """A benchmarked client: its module and a one-line description of how it produces."""
+    """A benchmarked client: its module and a one-line description of how it produces.
+
+    ``kind`` is ``"async"`` (several senders are tasks), ``"sync"`` (several senders are
+    threads) or ``"java"`` (Apache Kafka's ProducerPerformance: keyless, one sender).
+    """
 
     module: str
     how: str
+    kind: str = "async"
+
+    def not_applicable(self, *, keyed: bool, senders: int) -> str | None:
+        """Why this client cannot run a workload, or None if it can."""
+        if self.kind == "java" and keyed:
+            return "ProducerPerformance sends keyless records"
+        if self.kind == "java" and senders > 1:
+            return "ProducerPerformance has one sending thread"
+        return None
 
 
 #: In the order the comparison runs them within a round.
@@ -39,13 +52,23 @@ CLIENTS: dict[str, ClientSpec] = {
         "bench.clients.aioproducer_bulk",
         "`await producer.send_many()` in chunks of 10,000 records",
     ),
+    "aioproducer-sync": ClientSpec(
+        "bench.clients.aioproducer_sync",
+        "`aioproducer.SyncProducer.send()` per record (returns a future), one thread",
+        "sync",
+    ),
     "aiokafka": ClientSpec(
         "bench.clients.aiokafka_producer",
         "`await producer.send()` per record (returns a future), one task",
     ),
+    "aiokafka-uvloop": ClientSpec(
+        "bench.clients.aiokafka_uvloop",
+        "same as aiokafka, on uvloop",
+    ),
     "confluent-sync": ClientSpec(
         "bench.clients.confluent_sync",
         "`produce()` + `poll(0)` per record, `BufferError` -> poll and retry",
+        "sync",
     ),
     "confluent-aio": ClientSpec(
         "bench.clients.confluent_aio",
@@ -54,5 +77,14 @@ CLIENTS: dict[str, ClientSpec] = {
     "kafka-python": ClientSpec(
         "bench.clients.kafka_python",
         "`producer.send()` per record (returns a future), one thread",
+        "sync",
+    ),
+    "java": ClientSpec(
+        "bench.clients.java_perf",
+        "Apache Kafka's `ProducerPerformance` (Java `KafkaProducer`), the reference ceiling",
+        "java",
     ),
 }
+
+#: The clients :mod:`bench.producer_compare` knows how to verify (sequence-numbered values).
+PYTHON_CLIENTS = [name for name, spec in CLIENTS.items() if spec.kind != "java"]

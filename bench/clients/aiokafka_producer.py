@@ -4,6 +4,7 @@
 until "all batches are delivered and futures resolved" (its docstring), after which each
 future's state is read. That is cheaper than ``asyncio.gather()`` over every future (one loop
 callback per record) and gives the same per-record check, so aiokafka gets the faster path.
+The same :func:`produce` runs on uvloop (:mod:`.aiokafka_uvloop`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from aiokafka import AIOKafkaProducer
 from ._common import (
     BATCH_SIZE,
     LINGER_MS,
+    AsyncOps,
     ClientArgs,
     Meter,
     count_failed_futures,
-    iter_values,
     main_async,
+    run_async,
 )
 
 CONFIG = {
@@ -31,25 +33,28 @@ CONFIG = {
 }
 
 
+def _on_done(future: asyncio.Future[Any], callback: Any) -> None:
+    future.add_done_callback(callback)
+
+
 async def produce(args: ClientArgs, meter: Meter) -> int:
     """Send every record with ``await send()``, flush, then check every future."""
-    producer = AIOKafkaProducer(bootstrap_servers=args.bootstrap_servers, **CONFIG)
+    compression = None if args.compression == "none" else args.compression
+    producer = AIOKafkaProducer(
+        bootstrap_servers=args.bootstrap_servers, compression_type=compression, **CONFIG
+    )
     await producer.start()
     try:
         await producer.partitions_for(args.topic)
-        topic = args.topic
-        futures: list[asyncio.Future[Any]] = []
-        append = futures.append
-        send = producer.send
-        meter.start()
-        for value in iter_values(args.records, args.value_size):
-            append(await send(topic, value))
-        await producer.flush()
-        failed = await count_failed_futures(futures, meter)
-        meter.stop()
+        ops = AsyncOps(
+            send=producer.send,
+            flush=producer.flush,
+            count_failed=count_failed_futures,
+            on_done=_on_done,
+        )
+        return await run_async(args, meter, ops)
     finally:
         await producer.stop()
-    return failed
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""aioproducer, one task awaiting ``send()`` per record, on the default asyncio loop.
+"""aioproducer, ``await send()`` per record, on the default asyncio loop.
 
 The same :func:`produce` runs under uvloop and trio (:mod:`.aioproducer_uvloop`,
 :mod:`.aioproducer_trio`): it uses only aioproducer's API, which is backend-neutral.
@@ -7,10 +7,11 @@ The same :func:`produce` runs under uvloop and trio (:mod:`.aioproducer_uvloop`,
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from aioproducer import DeliveryHandle, KafkaError, Producer
 
-from ._common import BATCH_SIZE, LINGER_MS, ClientArgs, Meter, iter_values, main_async
+from ._common import BATCH_SIZE, LINGER_MS, AsyncOps, ClientArgs, Meter, main_async, run_async
 
 #: Passed explicitly although they are aioproducer's defaults, so the settings are visible.
 CONFIG = {
@@ -19,6 +20,11 @@ CONFIG = {
     "linger_ms": LINGER_MS,
     "batch_size": BATCH_SIZE,
 }
+
+
+def config(args: ClientArgs) -> dict[str, Any]:
+    """The producer settings for this run."""
+    return {**CONFIG, "compression_type": args.compression}
 
 
 async def count_failed(handles: list[DeliveryHandle], meter: Meter) -> int:
@@ -35,22 +41,23 @@ async def count_failed(handles: list[DeliveryHandle], meter: Meter) -> int:
     return failed
 
 
-async def produce(args: ClientArgs, meter: Meter) -> int:
-    """Send every record with ``await send()``, flush, then check every handle."""
-    async with Producer(args.bootstrap_servers, **CONFIG) as producer:
+def _on_done(handle: DeliveryHandle, callback: Any) -> None:
+    handle.add_done_callback(callback)
+
+
+async def produce(args: ClientArgs, meter: Meter, *, bulk: bool = False) -> int:
+    """Send every record (``send()``, or ``send_many()`` if ``bulk``), flush, check handles."""
+    async with Producer(args.bootstrap_servers, **config(args)) as producer:
         # Connect and load the topic's metadata before the clock starts.
         await producer.partitions_for(args.topic)
-        topic = args.topic
-        handles: list[DeliveryHandle] = []
-        append = handles.append
-        send = producer.send
-        meter.start()
-        for value in iter_values(args.records, args.value_size):
-            append(await send(topic, value))
-        await producer.flush()
-        failed = await count_failed(handles, meter)
-        meter.stop()
-    return failed
+        ops = AsyncOps(
+            send=producer.send,
+            flush=producer.flush,
+            count_failed=count_failed,
+            send_many=producer.send_many if bulk else None,
+            on_done=_on_done,
+        )
+        return await run_async(args, meter, ops)
 
 
 if __name__ == "__main__":
