@@ -782,10 +782,12 @@ class FakeCluster:
                 await asyncio.sleep(delay)
             conn.in_flight[record.api_key] -= 1
             if frame is not None:
-                conn.writer.write(frame)
-                await conn.writer.drain()
+                # Logged before writing: a client may read the answer (and a test inspect
+                # the log) before this task runs again after drain().
                 record.answered = True
                 record.answered_at = time.monotonic()
+                conn.writer.write(frame)
+                await conn.writer.drain()
             if throttle_ms > 0:
                 # Muted for the throttle time, like a broker enforcing a quota (KIP-219).
                 await asyncio.sleep(throttle_ms / 1000)
