@@ -61,7 +61,7 @@ _KAFKA_VERSION = "4.3.1"
 _BASELINES = ("aiokafka", "confluent-sync", "java")
 _STDERR_TAIL = 20
 #: The clients the warm-up prefers: fast, so warming the broker costs little time.
-_WARMUP_PREFERENCE = ("confluent-sync", "aioproducer-bulk", "aioproducer")
+_WARMUP_PREFERENCE = ("confluent-sync", "aioproducer-bulk", "aioproducer-sendbulk", "aioproducer")
 
 #: Same JVM flags as the test cluster minus ``-XX:TieredStopAtLevel=1``, which speeds up a
 #: short-lived test broker's start but keeps the C2 compiler off for the whole benchmark.
@@ -345,7 +345,7 @@ def run_one(
     """Run ``client`` on a fresh topic, then read the topic back and judge the run."""
     topic = f"bench-{broker.run_id}-{w.name}-{client}-r{round_no}"
     result = RunResult(w.name, client, round_no, topic)
-    why_not = CLIENTS[client].not_applicable(keyed=w.keyed, senders=w.senders)
+    why_not = CLIENTS[client].not_applicable(keyed=w.keyed, senders=w.senders, rate=w.rate)
     if why_not is not None:
         result.status, result.reason = "n/a", why_not
         return result
@@ -818,7 +818,7 @@ def _warm_up(args: argparse.Namespace, w: Workload, broker: _Broker) -> None:
     if args.no_warmup or w.rate:
         return
     pick = next((c for c in _WARMUP_PREFERENCE if c in args.clients), args.clients[0])
-    if CLIENTS[pick].not_applicable(keyed=w.keyed, senders=w.senders):
+    if CLIENTS[pick].not_applicable(keyed=w.keyed, senders=w.senders, rate=w.rate):
         return
     warm = dataclasses.replace(w, records=min(w.records, int(SUITES[args.suite]["warmup_records"])))
     result = run_one(pick, warm, 0, broker, args.timeout, verify=False)

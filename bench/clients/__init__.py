@@ -19,18 +19,23 @@ class ClientSpec:
 
     ``kind`` is ``"async"`` (several senders are tasks), ``"sync"`` (several senders are
     threads) or ``"java"`` (Apache Kafka's ProducerPerformance: keyless, one sender).
+    ``per_record_outcome`` is False for a client that gets one outcome per call for many
+    records, so that no record's send-to-ack latency can be observed (fixed-rate workloads).
     """
 
     module: str
     how: str
     kind: str = "async"
+    per_record_outcome: bool = True
 
-    def not_applicable(self, *, keyed: bool, senders: int) -> str | None:
+    def not_applicable(self, *, keyed: bool, senders: int, rate: float = 0) -> str | None:
         """Why this client cannot run a workload, or None if it can."""
         if self.kind == "java" and keyed:
             return "ProducerPerformance sends keyless records"
         if self.kind == "java" and senders > 1:
             return "ProducerPerformance has one sending thread"
+        if rate and not self.per_record_outcome:
+            return "one outcome per call: no per-record send-to-ack latency"
         return None
 
 
@@ -50,7 +55,12 @@ CLIENTS: dict[str, ClientSpec] = {
     ),
     "aioproducer-bulk": ClientSpec(
         "bench.clients.aioproducer_bulk",
-        "`await producer.send_many()` in chunks of 10,000 records",
+        "`await producer.send_many()` (a handle per record) in chunks of 10,000 records",
+    ),
+    "aioproducer-sendbulk": ClientSpec(
+        "bench.clients.aioproducer_sendbulk",
+        "`await producer.send_bulk()` (one outcome per call) in chunks of 10,000 records",
+        per_record_outcome=False,
     ),
     "aioproducer-sync": ClientSpec(
         "bench.clients.aioproducer_sync",
