@@ -354,7 +354,7 @@ class Producer:
         if info is None:
             _check_topic(topic)
             info = await self._cluster.wait_for_topic(topic, self._max_block)
-        ts = _bulk_timestamp(timestamp_ms)
+        ts = _record_timestamp(timestamp_ms)
         cols = _prepare_bulk(self, topic, info, values, keys, headers, partitions)
         bulk = BulkDelivery(topic, ts)
         budget = self._budget
@@ -467,16 +467,7 @@ class Producer:
         if value is not None and type(value) not in _BytesLike:
             value = _coerce(value, "value")
         hdrs = _headers(headers) if headers else None
-        if timestamp_ms is None:
-            ts = int(time.time() * 1000)
-        elif type(timestamp_ms) is int and timestamp_ms >= 0:
-            ts = timestamp_ms
-        else:
-            raise InvalidArgumentError(
-                f"timestamp_ms must be a non-negative int (milliseconds since the epoch) or "
-                f"None, got {timestamp_ms!r}"
-            )
-        return key, value, hdrs, ts
+        return key, value, hdrs, _record_timestamp(timestamp_ms)
 
     def _size_and_partition(
         self,
@@ -489,6 +480,12 @@ class Producer:
     ) -> tuple[int, int]:
         """The bytes to reserve for a record (RecordTooLargeError if it can never fit) and
         its partition."""
+        return self._record_size(key, value, hdrs), self._partition(topic, info, key, partition)
+
+    def _record_size(
+        self, key: Any, value: Any, hdrs: list[tuple[str, bytes | None]] | None
+    ) -> int:
+        """The bytes to reserve for a record; RecordTooLargeError if it can never fit."""
         need = self._acc.estimate_size(
             len(key) if key is not None else 0,
             len(value) if value is not None else 0,
@@ -496,16 +493,13 @@ class Producer:
         )
         if need + RECORD_BATCH_OVERHEAD > self._max_record:
             raise self._too_large(need + RECORD_BATCH_OVERHEAD)
-        return need, self._partition(topic, info, key, partition)
+        return need
 
     def _partition(self, topic: str, info: TopicInfo, key: Any, partition: int | None) -> int:
         count = len(info.partitions)
         if partition is not None:
             if type(partition) is not int or not 0 <= partition < count:
-                raise InvalidArgumentError(
-                    f"partition {partition!r} is not valid for topic {topic!r}, which has "
-                    f"{count} partitions (0..{count - 1})"
-                )
+                raise _invalid_partition(topic, partition, count)
             return partition
         custom = self.config.partitioner
         if custom is not None:
@@ -723,13 +717,7 @@ def _prepare_bulk(
         parts = list(partitions[:bad])
         for i, p in enumerate(parts):
             if p is not None and (type(p) is not int or not 0 <= p < nparts):
-                fail(
-                    i,
-                    InvalidArgumentError(
-                        f"partition {p!r} is not valid for topic {topic!r}, which has "
-                        f"{nparts} partitions (0..{nparts - 1})"
-                    ),
-                )
+                fail(i, _invalid_partition(topic, p, nparts))
                 break
     custom = producer.config.partitioner
     if custom is not None or (keys is not None and producer._keys_decide):
@@ -822,7 +810,7 @@ def _group(cols: _BulkColumns, parts: list[Any] | None, count: int) -> None:
     cols.runs = runs
 
 
-def _bulk_timestamp(timestamp_ms: int | None) -> int:
+def _record_timestamp(timestamp_ms: int | None) -> int:
     if timestamp_ms is None:
         return int(time.time() * 1000)
     if type(timestamp_ms) is int and timestamp_ms >= 0:
@@ -830,6 +818,13 @@ def _bulk_timestamp(timestamp_ms: int | None) -> int:
     raise InvalidArgumentError(
         f"timestamp_ms must be a non-negative int (milliseconds since the epoch) or "
         f"None, got {timestamp_ms!r}"
+    )
+
+
+def _invalid_partition(topic: str, partition: object, count: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"partition {partition!r} is not valid for topic {topic!r}, which has "
+        f"{count} partitions (0..{count - 1})"
     )
 
 

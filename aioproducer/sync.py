@@ -41,13 +41,13 @@ from .producer import _RUNNING as _PRODUCER_RUNNING
 from .producer import (
     Headers,
     Producer,
-    _bulk_timestamp,
+    _aligned,
     _BulkColumns,
     _check_topic,
     _coerce,
-    _headers,
+    _invalid_partition,
     _prepare_bulk,
-    _serialize,
+    _record_timestamp,
 )
 from .protocol.records import RECORD_BATCH_OVERHEAD
 from .runner import LoopRunner, default_runner
@@ -896,28 +896,15 @@ class SyncProducer:
         partition: int | None,
         ts: int,
     ) -> tuple[_Record, int]:
-        if engine.key_serializer is not None and key is not None:
-            key = _serialize(engine.key_serializer, topic, key, "key")
-        if engine.value_serializer is not None and value is not None:
-            value = _serialize(engine.value_serializer, topic, value, "value")
-        if key is not None and type(key) not in _BytesLike:
-            key = _coerce(key, "key")
-        if value is not None and type(value) not in _BytesLike:
-            value = _coerce(value, "value")
-        hdrs = _headers(headers) if headers else None
-        need = Accumulator.estimate_size(
-            len(key) if key is not None else 0, len(value) if value is not None else 0, hdrs
-        )
-        if need + RECORD_BATCH_OVERHEAD > engine.max_record:
-            assert engine.producer is not None
-            raise engine.producer._too_large(need + RECORD_BATCH_OVERHEAD)
+        # The producer's own checks; they read only its settings, so any thread may run them.
+        producer = engine.producer
+        assert producer is not None
+        key, value, hdrs, ts = producer._prepare(topic, key, value, headers, ts)
+        need = producer._record_size(key, value, hdrs)
         if partition is not None:
             count = len(info.partitions)
             if type(partition) is not int or not 0 <= partition < count:
-                raise InvalidArgumentError(
-                    f"partition {partition!r} is not valid for topic {topic!r}, which has "
-                    f"{count} partitions (0..{count - 1})"
-                )
+                raise _invalid_partition(topic, partition, count)
         return (topic, key, value, hdrs, ts, partition, need), need
 
     def send(
@@ -943,7 +930,7 @@ class SyncProducer:
         info = producer._cluster.snapshot.topics.get(topic)
         if info is None:
             info = self._topic_info(engine, topic)
-        ts = int(time.time() * 1000) if timestamp_ms is None else _timestamp(timestamp_ms)
+        ts = _record_timestamp(timestamp_ms)
         if (
             headers is None
             and partition is None
@@ -1044,7 +1031,7 @@ class SyncProducer:
         records it holds (the bad record's index) and that record's error."""
         engine = self._get_engine()
         info = self._topic_info(engine, topic)
-        ts = _bulk_timestamp(timestamp_ms)
+        ts = _record_timestamp(timestamp_ms)
         assert engine.producer is not None
         cols = _prepare_bulk(engine.producer, topic, info, values, keys, headers, partitions)
         bulk = BulkDelivery(topic, ts)
@@ -1075,7 +1062,7 @@ class SyncProducer:
         if partition is not None and not isinstance(partition, int):
             partitions = _aligned(partition, count, "partitions")
             partition = None
-        ts = _timestamp(timestamp_ms)
+        ts = _record_timestamp(timestamp_ms)
         out: list[DeliveryFuture] = []
         # Plain bytes without headers or per-record partitions need no per-record checks
         # beyond the size, which is what DataFrame columns usually are.
@@ -1198,26 +1185,6 @@ def _prepare_simple(
     except KafkaError as exc:
         return exc
     return None
-
-
-def _timestamp(timestamp_ms: int | None) -> int:
-    if timestamp_ms is None:
-        return int(time.time() * 1000)
-    if type(timestamp_ms) is int and timestamp_ms >= 0:
-        return timestamp_ms
-    raise InvalidArgumentError(
-        f"timestamp_ms must be a non-negative int (milliseconds since the epoch) or "
-        f"None, got {timestamp_ms!r}"
-    )
-
-
-def _aligned(items: Iterable[Any] | None, count: int, name: str) -> Sequence[Any] | None:
-    if items is None:
-        return None
-    seq = items if isinstance(items, Sequence) else list(items)
-    if len(seq) != count:
-        raise InvalidArgumentError(f"{name} has {len(seq)} items but values has {count}")
-    return seq
 
 
 def _rebuild(kwargs: dict[str, Any]) -> SyncProducer:
