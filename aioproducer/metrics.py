@@ -16,6 +16,8 @@ class Metrics:
         "latency_count",
         "latency_max",
         "latency_sum",
+        "producer_epoch_bumps",
+        "producer_id_resets",
         "records_failed",
         "records_retried",
         "records_sent",
@@ -36,6 +38,9 @@ class Metrics:
         self.latency_sum = 0.0
         self.latency_max = 0.0
         self.latency_count = 0
+        # Idempotence recoveries: renumbering under a bumped epoch, or under a fresh id.
+        self.producer_epoch_bumps = 0
+        self.producer_id_resets = 0
 
     def observe_latency(self, seconds: float) -> None:
         """Record the time from writing a produce request to its response."""
@@ -67,4 +72,6 @@ class Metrics:
             "buffer_bytes_in_use": buffer_bytes,
             "buffer_bytes_limit": buffer_limit,
             "throttle_time_ms": self.throttle_time_ms,
+            "producer_epoch_bumps": self.producer_epoch_bumps,
+            "producer_id_resets": self.producer_id_resets,
         }

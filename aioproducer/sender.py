@@ -12,7 +12,17 @@ sequence order, and a partition with a retry pending sends only that batch until
 acknowledged, so retries never reorder records. When the broker's sequence state and
 ours can no longer be reconciled (UNKNOWN_PRODUCER_ID, a genuine OUT_OF_ORDER_SEQUENCE,
 a sequenced batch that failed or expired), the sender waits for everything in flight,
-takes a new producer id and renumbers every unacknowledged batch from zero.
+bumps the epoch of its producer id and renumbers every unacknowledged batch from zero.
+
+Why the epoch and not a fresh producer id (KIP-360): a batch that timed out may still sit
+in a frozen broker's socket buffer and be written whenever the broker wakes. Once a batch
+under the bumped epoch has been written to a partition, the broker refuses anything of
+that partition still carrying the old epoch (INVALID_PRODUCER_EPOCH), so a timed-out
+record can no longer land after a record sent later; under a fresh id the broker would
+have nothing to compare with. The bump is made here, not by the broker: for a producer
+without a transactional id, InitProducerId always answers with a new id, whatever id
+and epoch it is given, so the Java producer bumps on the client too. A new id is taken
+only when the epoch is exhausted or the broker refuses a batch of the current epoch.
 """
 
 from __future__ import annotations
@@ -61,6 +71,8 @@ _DUPLICATE_SEQUENCE = 46
 _INVALID_PRODUCER_EPOCH = 47
 _UNKNOWN_PRODUCER_ID = 59
 _PRODUCER_FENCED = 90
+# The epoch is an int16: past this, only a fresh producer id can fence.
+_MAX_EPOCH = 32767
 # Errors after which the leader may have moved: refresh metadata before retrying.
 _METADATA_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 100, 103})
 
@@ -147,6 +159,8 @@ class Sender:
         self.idempotent = config.enable_idempotence
         self.producer_id = -1
         self.producer_epoch = -1
+        # _need_bump: renumber under a bumped epoch; _need_new_pid: under a fresh id.
+        self._need_bump = False
         self._need_new_pid = self.idempotent
         self._fatal: BaseException | None = None
         self._partitions: dict[TopicPartition, _PartitionState] = {}
@@ -188,8 +202,12 @@ class Sender:
             self._wakeup = anyio.Event()
             now = time.monotonic()
             self._process_inbox(now)
-            if self._need_new_pid and self._in_flight_calls == 0 and self._fatal is None:
-                await self._init_producer_id()
+            if (
+                (self._need_new_pid or self._need_bump)
+                and self._in_flight_calls == 0
+                and self._fatal is None
+            ):
+                await self._reset_producer_state()
                 now = time.monotonic()
                 self._process_inbox(now)
             fatal = self.fatal_error
@@ -208,8 +226,31 @@ class Sender:
 
     # -- producer id -----------------------------------------------------------------------
 
-    async def _init_producer_id(self) -> None:
-        """Get a fresh producer id and renumber every unacknowledged batch from zero."""
+    async def _reset_producer_state(self) -> None:
+        """Bump the epoch (or take a fresh id) and renumber every unacknowledged batch.
+
+        Called only with nothing in flight, so no request of the old epoch is still
+        expected to answer: whatever the broker still holds of it is fenced, not awaited.
+        """
+        if self._need_new_pid or self.producer_id < 0 or self.producer_epoch >= _MAX_EPOCH:
+            replacing = self.producer_id >= 0
+            if not await self._init_producer_id():
+                return
+            if replacing:
+                self.metrics.producer_id_resets += 1
+        else:
+            self.producer_epoch += 1
+            self.metrics.producer_epoch_bumps += 1
+            log.debug("producer id %s: epoch bumped to %s", self.producer_id, self.producer_epoch)
+        self._need_new_pid = False
+        self._need_bump = False
+        self._partitions.clear()
+        for batch in self.acc.queued_batches():
+            if batch.sequence >= 0:
+                batch.sequence = -1
+
+    async def _init_producer_id(self) -> bool:
+        """Get a fresh producer id and epoch 0; False if the producer cannot have one."""
         attempts = 0
         while True:
             try:
@@ -220,7 +261,7 @@ class Sender:
                 break
             except ClusterAuthorizationFailedError as exc:
                 self._fatal = exc
-                return
+                return False
             except KafkaError as exc:
                 attempts += 1
                 # A fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a moment; only
@@ -234,12 +275,8 @@ class Sender:
                     await self._stopped.wait()
         self.producer_id = response.producer_id
         self.producer_epoch = response.producer_epoch
-        self._need_new_pid = False
-        self._partitions.clear()
-        for batch in self.acc.queued_batches():
-            if batch.sequence >= 0:
-                batch.sequence = -1
         log.debug("producer id %s epoch %s", self.producer_id, self.producer_epoch)
+        return True
 
     async def _any_connection(self) -> Any:
         last: BaseException | None = None
@@ -253,7 +290,7 @@ class Sender:
     # -- draining --------------------------------------------------------------------------
 
     def _sendable(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
-        if self._need_new_pid and self.idempotent:
+        if (self._need_new_pid or self._need_bump) and self.idempotent:
             return False
         if self.idempotent:
             state = self._partitions.get(tp)
@@ -437,7 +474,7 @@ class Sender:
             self.metrics.batches_split += 1
             self.acc.split(batch, max(1024, batch.builder.size_in_bytes // 2), now)
             if self.idempotent and batch.sequence >= 0:
-                self._need_new_pid = True
+                self._need_bump = True
             return
         if self.idempotent and code == _OUT_OF_ORDER_SEQUENCE:
             state = self._partitions.get(tp)
@@ -447,15 +484,26 @@ class Sender:
                 return
             # Either the broker refuses the very next sequence, or it already holds later
             # ones (it took a later batch first): this sequence can never be accepted, so
-            # renumber under a fresh producer id rather than retry it forever.
-            self._need_new_pid = True
+            # renumber under a bumped epoch rather than retry it forever.
+            self._need_bump = True
             self._retry_or_fail(batch, error_for_code(code, message), now)
             return
-        if self.idempotent and code in (
-            _UNKNOWN_PRODUCER_ID,
-            _INVALID_PRODUCER_EPOCH,
-            _PRODUCER_FENCED,
-        ):
+        if self.idempotent and code == _UNKNOWN_PRODUCER_ID:
+            # The broker lost our state (e.g. the log was truncated): start over at 0.
+            self._need_bump = True
+            self._retry_or_fail(batch, error_for_code(code, message), now)
+            return
+        if self.idempotent and code in (_INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED):
+            if (batch.producer_id, batch.producer_epoch) != (
+                self.producer_id,
+                self.producer_epoch,
+            ):
+                # Refused for carrying an epoch we have since left behind: that is the
+                # fence working. Its records are failed, never retried under a newer epoch
+                # (which would write them after records sent since).
+                self._fail(batch, error_for_code(code, message))
+                return
+            # The broker refuses our current epoch: it knows a later one for this id.
             self._need_new_pid = True
             self._retry_or_fail(batch, error_for_code(code, message), now)
             return
@@ -479,8 +527,10 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, exc: BaseException) -> None:
         if self.idempotent and batch.sequence >= 0:
-            # The broker's sequence chain now has a hole: renumber what follows.
-            self._need_new_pid = True
+            # The broker's sequence chain now has a hole, and the batch may still be
+            # written by a broker that holds it: renumber what follows under a new epoch,
+            # which also fences it.
+            self._need_bump = True
         self.metrics.records_failed += batch.record_count
         self.acc.fail_batch(batch, exc)
 

@@ -20,6 +20,13 @@ It advertises only the API versions it implements (Produce 3-12, Fetch 4-12, Lis
 1-11, Metadata 0-12, ApiVersions 0-4, CreateTopics 2-7, InitProducerId 0-5), so clients
 negotiate down to them. There is no replication, no consumer groups, no transactions and
 no authentication: every partition has exactly one replica, its leader.
+
+Tests wait for what they expect instead of sleeping: :meth:`FakeCluster.wait_for_requests`
+and :meth:`FakeCluster.wait_for_records` block (their ``async`` twins
+:meth:`~FakeCluster.requests_received` and :meth:`~FakeCluster.records_stored` await)
+until the request log or a partition reaches a count. :meth:`FakeCluster.hold` freezes
+requests the way a stopped broker does, and :meth:`FakeCluster.release` lets them be
+handled later, even after the client gave up on them and closed the connection.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 from crc32c import crc32c
 
 from ..errors import BrokerResponseError, ProtocolError, UnsupportedVersionError
@@ -233,7 +241,7 @@ class _Topic:
 
 @dataclass(slots=True)
 class _Rule:
-    kind: str  # "error", "delay", "drop_before", "drop_after", "throttle"
+    kind: str  # "error", "delay", "drop_before", "drop_after", "throttle", "hold"
     api: int
     remaining: int
     skip: int
@@ -248,6 +256,20 @@ class _Rule:
         return (self.topic is None or self.topic == topic) and (
             self.partition is None or self.partition == partition
         )
+
+
+class _Held:
+    """A request received and not handled until :meth:`FakeCluster.release`."""
+
+    __slots__ = ("conn", "decoded", "done", "outcome", "record")
+
+    def __init__(self, conn: _Connection, decoded: _Decoded, record: RequestRecord) -> None:
+        self.conn = conn
+        self.decoded = decoded
+        self.record = record
+        self.done = asyncio.Event()
+        # (frame, delay, throttle_ms), or None if handling dropped the connection.
+        self.outcome: tuple[bytes | None, float, int] | None = None
 
 
 class _Connection:
@@ -340,8 +362,10 @@ class FakeCluster:
         self._rules: list[_Rule] = []
         self._log: list[RequestRecord] = []
         self._lock = threading.RLock()
+        # Notified whenever the request log, a request's answer or a partition changes.
+        self._changed = threading.Condition(self._lock)
+        self._held: list[_Held] = []
         self._next_producer_id = 1000
-        self._producer_epochs: dict[int, int] = {}
         self._leader_cursor = 0
         self._conn_ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -658,6 +682,48 @@ class FakeCluster:
         """
         self._add_rule("throttle", api, count, broker, None, None, skip, throttle_ms=throttle_ms)
 
+    def hold(
+        self,
+        api: str | int | ApiKey,
+        count: int = 1,
+        *,
+        broker: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        skip: int = 0,
+    ) -> None:
+        """Receive the next ``count`` matching requests but handle none until :meth:`release`.
+
+        Like a broker stopped with SIGSTOP: the request waits unhandled and later requests
+        of its connection wait behind it. A client that times out and closes the
+        connection does not take the request back: on :meth:`release` it is still
+        handled (a produce request is written, or refused, as the log then stands), as a
+        real broker handles what was in its socket buffer when it wakes; the answer goes
+        nowhere if the connection is gone.
+        """
+        self._add_rule("hold", api, count, broker, topic, partition, skip)
+
+    def release(self) -> int:
+        """Handle every held request now, oldest first; returns how many there were."""
+
+        async def release_all() -> int:
+            with self._lock:
+                held, self._held = self._held, []
+            for item in held:
+                try:
+                    item.outcome = await self._handle(item.conn, item.decoded, item.record)
+                except _Drop:
+                    item.outcome = None
+                item.done.set()
+            return len(held)
+
+        return self._call(release_all)
+
+    def held(self) -> list[RequestRecord]:
+        """The requests held by :meth:`hold` and not yet released, oldest first."""
+        with self._lock:
+            return [item.record for item in self._held]
+
     def clear_faults(self) -> None:
         """Forget every pending injected fault."""
         with self._lock:
@@ -702,6 +768,92 @@ class FakeCluster:
         """Empty the request log."""
         with self._lock:
             self._log.clear()
+
+    def wait_for_requests(
+        self,
+        api: str | int | ApiKey | None = None,
+        count: int = 1,
+        *,
+        broker: int | None = None,
+        answered: bool = False,
+        held: bool = False,
+        timeout: float = 30.0,
+    ) -> list[RequestRecord]:
+        """Block until ``count`` matching requests are in the log; return the log's matches.
+
+        ``answered`` counts only requests already answered; ``held`` only requests that
+        :meth:`hold` is holding. Raises :class:`TimeoutError` after ``timeout`` seconds.
+        """
+
+        def matching() -> list[RequestRecord]:
+            if held:
+                key = None if api is None else _api_key(api)
+                found = [
+                    item.record
+                    for item in self._held
+                    if (key is None or item.record.api_key == key)
+                    and (broker is None or item.record.broker == broker)
+                ]
+            else:
+                found = self.requests(api, broker=broker)
+            return [r for r in found if r.answered] if answered else found
+
+        with self._changed:
+            if not self._changed.wait_for(lambda: len(matching()) >= count, timeout):
+                raise TimeoutError(
+                    f"{len(matching())} of {count} {api or 'any'} request(s) within {timeout} s"
+                )
+            return matching()
+
+    async def requests_received(
+        self,
+        api: str | int | ApiKey | None = None,
+        count: int = 1,
+        *,
+        broker: int | None = None,
+        answered: bool = False,
+        held: bool = False,
+        timeout: float = 30.0,
+    ) -> list[RequestRecord]:
+        """:meth:`wait_for_requests` for async code (asyncio or trio): waits on a thread."""
+        return await anyio.to_thread.run_sync(
+            lambda: self.wait_for_requests(
+                api, count, broker=broker, answered=answered, held=held, timeout=timeout
+            )
+        )
+
+    def wait_for_records(
+        self, topic: str, partition: int, count: int, *, timeout: float = 30.0
+    ) -> list[Record]:
+        """Block until the partition holds at least ``count`` records; return them all.
+
+        Raises :class:`TimeoutError` after ``timeout`` seconds.
+        """
+
+        def stored() -> int:
+            topic_ = self._topics.get(topic)
+            if topic_ is None or not 0 <= partition < len(topic_.partitions):
+                return 0  # not created yet: auto-creation may still make it
+            return topic_.partitions[partition].next_offset
+
+        with self._changed:
+            if not self._changed.wait_for(lambda: stored() >= count, timeout):
+                raise TimeoutError(
+                    f"{topic}-{partition} holds {stored()} of {count} record(s) after {timeout} s"
+                )
+        return self.records(topic, partition)
+
+    async def records_stored(
+        self, topic: str, partition: int, count: int, *, timeout: float = 30.0
+    ) -> list[Record]:
+        """:meth:`wait_for_records` for async code (asyncio or trio): waits on a thread."""
+        return await anyio.to_thread.run_sync(
+            lambda: self.wait_for_records(topic, partition, count, timeout=timeout)
+        )
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -766,6 +918,7 @@ class FakeCluster:
                         record.batches = tuple(_batch_infos(decoded[1]))
                 with self._lock:
                     self._log.append(record)
+                    self._changed.notify_all()
                 queue.put_nowait((decoded, record))
 
     async def _handle_frames(
@@ -774,10 +927,22 @@ class FakeCluster:
         # One request at a time per connection, answered in order, as a broker does.
         while True:
             decoded, record = await queue.get()
-            try:
-                frame, delay, throttle_ms = await self._handle(conn, decoded, record)
-            except _Drop:
-                return
+            names = None if isinstance(decoded, Exception) else _request_names(decoded[1])
+            if self._take_rule("hold", record, names) is not None:
+                item = _Held(conn, decoded, record)
+                with self._lock:
+                    self._held.append(item)
+                self._notify()
+                # Cancelled if the client closes the connection; the item stays held.
+                await item.done.wait()
+                if item.outcome is None:
+                    return
+                frame, delay, throttle_ms = item.outcome
+            else:
+                try:
+                    frame, delay, throttle_ms = await self._handle(conn, decoded, record)
+                except _Drop:
+                    return
             if delay > 0:
                 await asyncio.sleep(delay)
             conn.in_flight[record.api_key] -= 1
@@ -786,6 +951,7 @@ class FakeCluster:
                 # the log) before this task runs again after drain().
                 record.answered = True
                 record.answered_at = time.monotonic()
+                self._notify()
                 conn.writer.write(frame)
                 await conn.writer.drain()
             if throttle_ms > 0:
@@ -930,17 +1096,13 @@ class FakeCluster:
     ) -> InitProducerIdResponse:
         if rule is not None:
             return InitProducerIdResponse(0, rule.error)
+        # Like Kafka for a producer without a transactional id: always a fresh id at
+        # epoch 0, whatever id and epoch the request carries (an idempotent producer
+        # bumps its epoch itself).
         with self._lock:
-            known = self._producer_epochs.get(request.producer_id)
-            if request.producer_id >= 0 and known is not None:
-                if request.producer_epoch != known:
-                    return InitProducerIdResponse(0, ErrorCode.PRODUCER_FENCED)
-                producer_id, epoch = request.producer_id, known + 1
-            else:
-                producer_id, epoch = self._next_producer_id, 0
-                self._next_producer_id += 1
-            self._producer_epochs[producer_id] = epoch
-        return InitProducerIdResponse(0, 0, producer_id, epoch)
+            producer_id = self._next_producer_id
+            self._next_producer_id += 1
+        return InitProducerIdResponse(0, 0, producer_id, 0)
 
     def _create_topics(
         self, request: CreateTopicsRequest, rule: _Rule | None
@@ -999,6 +1161,7 @@ class FakeCluster:
                 topics.append(ProduceTopicResponse(name, answers))
             if topics and any(p for _, p in request.topics):
                 self._notify_appended()
+                self._changed.notify_all()
         if request.acks == 0:
             if failed:
                 # A broker cannot report errors to an acks=0 producer: it closes the

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 
 from aioproducer import Producer, RecordMetadata
@@ -58,18 +57,11 @@ async def warm_up(p: Producer) -> RecordMetadata:
     return await p.send_and_wait("t", b"warm")
 
 
-async def wait_for_requests(fc: FakeCluster, api: str, count: int) -> None:
-    with anyio.fail_after(10):
-        # The log lives on the fake's thread: there is no event to await, so poll.
-        while len(fc.requests(api)) < count:  # noqa: ASYNC110
-            await anyio.sleep(0.005)
-
-
-async def test_genuine_out_of_order_sequence_takes_new_producer_id(fake: FakeCluster) -> None:
+async def test_genuine_out_of_order_sequence_bumps_the_epoch(fake: FakeCluster) -> None:
     async with Producer(bootstrap_servers=fake.bootstrap_servers, **ONE_RECORD_PER_BATCH) as p:
         first = await p.send_and_wait("t", b"r0")
         # The broker claims the next batch is out of order although nothing was lost: the
-        # producer cannot reconcile that, so it takes a fresh producer id and renumbers.
+        # producer cannot reconcile that, so it bumps its epoch and renumbers from 0.
         fake.inject_error("produce", OOOSN, count=1)
         handles = [await p.send("t", v) for v in (b"r1", b"r2")]
         metas = [await h for h in handles]
@@ -79,13 +71,16 @@ async def test_genuine_out_of_order_sequence_takes_new_producer_id(fake: FakeClu
     batches = fake.batches("t", 0)
     assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in batches] == [
         (1000, 0, 0),
-        (1001, 0, 0),
-        (1001, 0, 1),
+        (1000, 1, 0),
+        (1000, 1, 1),
     ]
-    assert len(fake.requests("init_producer_id")) == 2
+    # The same producer id throughout: the bump needs no request to the broker.
+    assert len(fake.requests("init_producer_id")) == 1
+    assert p.metrics()["producer_epoch_bumps"] == 1
+    assert p.metrics()["producer_id_resets"] == 0
     attempts = produce_attempts(fake)
     assert attempts[:2] == [(1, 1000, 0, 0), (1, 1000, 1, OOOSN)]
-    assert (1, 1001, 0, 0) in attempts[2:]
+    assert (1, 1000, 0, 0) in attempts[2:]
 
 
 async def test_not_leader_on_third_of_five_pipelined_requests(fake: FakeCluster) -> None:
@@ -164,7 +159,7 @@ async def test_leadership_moves_while_requests_are_in_flight(fake2: FakeCluster)
         fc.delay("produce", 0.5, count=1, broker=1)
         handles = [await p.send("t", v) for v in values]
         # Broker 1 has written the first batch and holds its answer: move the partition.
-        await wait_for_requests(fc, "produce", 2)
+        await fc.requests_received("produce", 2)
         fc.move_leader("t", 0, 2)
         metas = [await h for h in handles]
         more = await p.send_and_wait("t", b"after")
@@ -229,9 +224,10 @@ async def test_split_batch_keeps_its_place_ahead_of_later_batches(fake: FakeClus
         fake.delay("produce", 0.3, count=1)
         fake.inject_error("produce", ErrorCode.MESSAGE_TOO_LARGE, count=1)
         handles = []
-        for group in (values[0:3], values[3:6], values[6:9]):
+        for n, group in enumerate((values[0:3], values[3:6], values[6:9])):
             handles += [await p.send("t", v) for v in group]
-            await anyio.sleep(0.1)  # past the linger: one batch per group
+            # Each group goes out in a request of its own before the next is sent.
+            await fake.requests_received("produce", 2 + n)
         metas = [await h for h in handles]
         assert p.metrics()["batches_split"] >= 1
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import time
 import uuid
@@ -15,7 +14,6 @@ from aioproducer import Producer
 from aioproducer.errors import (
     BufferFullError,
     ConfigError,
-    DeliveryTimeoutError,
     InvalidArgumentError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
@@ -28,6 +26,7 @@ from aioproducer.errors import (
 )
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
+from bench.fence_check import run_scenario, violations
 
 pytestmark = pytest.mark.anyio
 
@@ -341,41 +340,14 @@ async def test_no_background_task_outlives_the_producer(kafka: KafkaCluster) -> 
 
 
 async def test_undeliverable_records_fail_with_delivery_timeout(kafka: KafkaCluster) -> None:
+    # The broker is frozen while 50 records time out, then resumed, then the application
+    # sends again (bench/fence_check.py runs the same scenario many times per backend).
     topic = new_topic(kafka)
-    node = kafka.node_ids[0]
-    async with Producer(
-        kafka.bootstrap_servers,
-        linger_ms=0,
-        request_timeout_ms=800,
-        delivery_timeout_ms=2500,
-        retry_backoff_ms=50,
-        retry_backoff_max_ms=200,
-    ) as producer:
-        await producer.send_and_wait(topic, b"warm-up")
-        kafka.pause_broker(node)  # a hang, not a crash: requests just get no answer
-        try:
-            started = time.monotonic()
-            handles = [await producer.send(topic, f"late-{i}".encode()) for i in range(50)]
-            errors = []
-            for handle in handles:
-                with pytest.raises(DeliveryTimeoutError, match="delivery_timeout_ms") as info:
-                    await handle
-                errors.append(info.value)
-            elapsed = time.monotonic() - started
-        finally:
-            kafka.resume_broker(node)
-        assert 2.0 <= elapsed < 2.5 + 5
-        assert producer.metrics()["records_failed"] == 50
-        # The producer recovers once the broker is back (each try has 2.5 s to succeed).
-        meta = None
-        with anyio.fail_after(60):
-            while meta is None:
-                with contextlib.suppress(DeliveryTimeoutError):
-                    meta = await producer.send_and_wait(topic, b"after")
-    values = [r.value for r in consume_all(kafka.bootstrap_servers, topic, expected=2)]
+    out = await run_scenario(kafka, topic)
+    assert len(out.timed_out) >= 50 and not out.delivered_late
+    assert 2.0 <= out.failed_within_s < 2.5 + 5
     # A timed-out record is "not confirmed", not "not written": the broker may still
-    # process requests that were in its socket buffer when it froze.
-    assert values[0] == b"warm-up"
-    assert values.count(b"after") == 1 and values[-1] == b"after"
-    assert set(values[1:-1]) <= {f"late-{i}".encode() for i in range(50)}
-    assert len(values[1:-1]) == len(set(values[1:-1]))
+    # handle requests it held while frozen, but only before the epoch bump has written to
+    # the partition, so never after a record the application sent after the failure.
+    assert violations(out) == []
+    assert out.epoch_bumps >= 1 and out.producer_id_resets == 0
