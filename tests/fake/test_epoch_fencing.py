@@ -131,3 +131,21 @@ async def test_exhausted_epoch_takes_a_fresh_producer_id(fake: FakeCluster) -> N
     pids = [(b.producer_id, b.producer_epoch) for b in fake.batches("t", 0)]
     assert pids == [(1000, 0), (1001, 0)]
     assert len(fake.requests("init_producer_id")) == 2
+
+
+async def test_broker_refusing_the_current_epoch_gets_a_fresh_producer_id(
+    fake: FakeCluster,
+) -> None:
+    async with Producer(bootstrap_servers=fake.bootstrap_servers, **FAST_TIMEOUTS) as p:
+        await p.send_and_wait("t", b"a")
+        # The broker says it knows a later epoch of our id: bumping cannot help.
+        fake.inject_error("produce", ErrorCode.INVALID_PRODUCER_EPOCH, count=1)
+        meta = await p.send_and_wait("t", b"b")
+        metrics = p.metrics()
+
+    assert meta.offset == 1
+    assert [(b.producer_id, b.producer_epoch) for b in fake.batches("t", 0)] == [
+        (1000, 0),
+        (1001, 0),
+    ]
+    assert metrics["producer_id_resets"] == 1 and metrics["producer_epoch_bumps"] == 0
