@@ -310,7 +310,7 @@ for _code, _retriable, _doc in [
         "Not supported by the topic's message format.",
     ),
     (ErrorCode.POLICY_VIOLATION, False, "The request violates a configured policy."),
-    (ErrorCode.INVALID_TRANSACTION_STATE, False, "Invalid transaction state."),
+    (ErrorCode.INVALID_TXN_STATE, False, "Invalid transaction state."),
     (
         ErrorCode.INVALID_PRODUCER_ID_MAPPING,
         False,

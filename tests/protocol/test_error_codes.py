@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 import aioproducer.testing.fake
@@ -13,6 +15,16 @@ from aioproducer.errors import (
     error_for_code,
 )
 from aioproducer.protocol.error_codes import ErrorCode
+
+# kafka-python spells a few codes the way older Kafka releases did; the numbers agree.
+_KAFKA_PYTHON_SPELLING = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "UNKNOWN",
+    ErrorCode.NONE: "NO_ERROR",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "NOT_LEADER_FOR_PARTITION",
+    ErrorCode.MESSAGE_TOO_LARGE: "MESSAGE_SIZE_TOO_LARGE",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "INVALID_TOPIC",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "INVALID_REPLICATION_ASSIGNMENT",
+}
 
 
 @pytest.mark.parametrize("code", [c for c in ErrorCode if c is not ErrorCode.NONE], ids=str)
@@ -37,6 +49,19 @@ def test_codes_outside_the_table_are_unknown_server_errors() -> None:
     assert str(error) == "UNKNOWN_SERVER_ERROR: error code 32767: why"
     assert str(error_for_code(ErrorCode.MESSAGE_TOO_LARGE, "big")) == "MESSAGE_TOO_LARGE: big"
     assert isinstance(error_for_code(10), MessageSizeTooLargeError)
+
+
+def test_numbers_agree_with_kafka_python() -> None:
+    errors = pytest.importorskip("kafka.errors")
+    names = {
+        cls.errno: cls.message
+        for cls in vars(errors).values()
+        if inspect.isclass(cls)
+        and issubclass(cls, errors.BrokerResponseError)
+        and getattr(cls, "errno", None) is not None
+    }
+    for code in ErrorCode:
+        assert names.get(int(code)) == _KAFKA_PYTHON_SPELLING.get(code, code.name), code
 
 
 def test_fake_cluster_codes_agree_with_the_table() -> None:
