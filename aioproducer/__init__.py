@@ -6,9 +6,7 @@
 
 from __future__ import annotations
 
-# Defined before the imports below: the protocol core reports it to brokers.
-__version__ = "0.1.0.dev0"
-
+from .__about__ import __version__
 from .accumulator import BulkDelivery, DeliveryHandle, RecordMetadata
 from .config import ProducerConfig
 from .errors import (

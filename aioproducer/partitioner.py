@@ -1,12 +1,20 @@
-"""Choosing a partition: Java-compatible murmur2 for keys, uniform sticky for keyless records."""
+"""Choosing a partition: Java-compatible murmur2 for keys, uniform sticky for keyless records.
+
+murmur2 comes twice: per key in pure Python, and for a whole column of keys with numpy
+(:func:`partitions_for_keys`, used by the Spark writer); a test keeps the two equal.
+"""
 
 from __future__ import annotations
 
 import random
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["StickyPartitioner", "murmur2", "partition_for_key"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "partitions_for_keys"]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -42,6 +50,102 @@ def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) 
     """The partition Java's default partitioner picks for ``key`` among ``num_partitions``."""
     # toPositive is a mask, not abs(): it must match Java bit for bit.
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+# Keys up to this long are hashed as rows of one zero-padded matrix (rows x longest key);
+# longer ones would inflate it for every row, so they are hashed one by one instead.
+_MAX_VECTOR_KEY = 256
+
+
+def partitions_for_keys(
+    keys: pa.Array | pa.ChunkedArray | Sequence[bytes | None], num_partitions: int
+) -> list[int | None]:
+    """:func:`partition_for_key` of every key of a column, computed in bulk with numpy.
+
+    ``keys`` is an Arrow binary or string array (large or not, chunked or not) or a sequence
+    of ``bytes``. A null key gives None: it has no key partition (the sticky partitioner
+    places such records). Needs numpy and pyarrow, which the ``spark`` extra installs.
+    """
+    try:
+        import numpy as np
+        import pyarrow as pa
+    except ImportError as exc:
+        raise ImportError(
+            "partitions_for_keys needs numpy and pyarrow: pip install 'aioproducer[spark]'"
+        ) from exc
+
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be at least 1, not {num_partitions}")
+    column: Any = keys
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    elif not isinstance(column, pa.Array):
+        column = pa.array(column, type=pa.binary())
+    # Strings are UTF-8 bytes already: the cast is a view, not a copy.
+    if pa.types.is_string(column.type):
+        column = column.cast(pa.binary())
+    elif pa.types.is_large_string(column.type):
+        column = column.cast(pa.large_binary())
+    if pa.types.is_binary(column.type):
+        offset_type: Any = np.int32
+    elif pa.types.is_large_binary(column.type):
+        offset_type = np.int64
+    else:
+        raise TypeError(f"keys must be a binary or string column, not {column.type}")
+    n = len(column)
+    if n == 0:
+        return []
+
+    _validity, offsets_buf, data_buf = column.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[column.offset : column.offset + n + 1]
+    lengths = np.diff(offsets).astype(np.int64)
+    nulls = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+    long_keys = lengths > _MAX_VECTOR_KEY
+    # A null's slot may still span bytes; its result is discarded, so padding it is harmless.
+    lengths = np.where(long_keys, 0, lengths)
+    max_len = int(lengths.max())
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else None
+    if data is None or len(data) == 0:
+        data = np.zeros(1, dtype=np.uint8)
+    # One row per key, zero-padded to the longest key (reads past a key are masked out).
+    width = max(4, (max_len + 3) & ~3)
+    index = offsets[:-1, None].astype(np.int64) + np.arange(width, dtype=np.int64)
+    valid = np.arange(width) < lengths[:, None]
+    matrix = np.where(valid, data[np.minimum(index, len(data) - 1)], 0).astype(np.uint32)
+    m = np.uint32(_M)
+    with np.errstate(over="ignore"):
+        h = (np.uint32(0x9747B28C) ^ lengths.astype(np.uint32)).astype(np.uint32)
+        blocks = lengths >> 2
+        for b in range(width // 4):
+            k = (
+                matrix[:, 4 * b]
+                | (matrix[:, 4 * b + 1] << np.uint32(8))
+                | (matrix[:, 4 * b + 2] << np.uint32(16))
+                | (matrix[:, 4 * b + 3] << np.uint32(24))
+            )
+            k = k * m
+            k ^= k >> np.uint32(24)
+            k = k * m
+            h = np.where(b < blocks, (h * m) ^ k, h)
+        end = (blocks << 2)[:, None]
+        rows = np.arange(n)[:, None]
+        tail = matrix[rows, np.minimum(end + np.arange(3), width - 1)]
+        extra = (lengths & 3)[:, None]
+        tail = np.where(np.arange(3) < extra, tail, 0).astype(np.uint32)
+        h ^= (tail[:, 2] << np.uint32(16)) | (tail[:, 1] << np.uint32(8)) | tail[:, 0]
+        h = np.where(lengths & 3, h * m, h)
+        h ^= h >> np.uint32(13)
+        h = h * m
+        h ^= h >> np.uint32(15)
+    parts: list[int | None] = ((h & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).tolist()
+    if nulls is not None:
+        long_keys &= ~nulls
+    for i in np.flatnonzero(long_keys).tolist():
+        parts[i] = partition_for_key(column[i].as_py(), num_partitions)
+    if nulls is not None:
+        for i in np.flatnonzero(nulls).tolist():
+            parts[i] = None
+    return parts
 
 
 class StickyPartitioner:

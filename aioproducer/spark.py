@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
 from .errors import InvalidArgumentError, KafkaError, KafkaTimeoutError
+from .partitioner import partitions_for_keys
 from .sync import SyncProducer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -412,71 +413,6 @@ def _arrow_binary(column: pa.Array) -> pa.Array:
     return column
 
 
-_MAX_VECTOR_KEY = 256
-
-
-def _key_partitions(column: pa.Array, count: int) -> list[int | None] | None:
-    """Kafka's murmur2 partition of every key of a binary Arrow column, computed in bulk.
-
-    Gives exactly what :func:`aioproducer.partitioner.partition_for_key` gives (None for a
-    null key, which the sticky partitioner places), at a fraction of the per-key cost. None
-    when numpy is missing or keys are too long to pad, so the caller partitions per record.
-    """
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - pyspark's Arrow support brings numpy
-        return None
-    import pyarrow as pa
-
-    if not pa.types.is_binary(column.type) or len(column) == 0:
-        return None
-    n = len(column)
-    _validity, offsets_buf, data_buf = column.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32)[column.offset : column.offset + n + 1]
-    lengths = np.diff(offsets).astype(np.int64)
-    max_len = int(lengths.max())
-    if max_len > _MAX_VECTOR_KEY:
-        return None
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else None
-    if data is None or len(data) == 0:
-        data = np.zeros(1, dtype=np.uint8)
-    # One row per key, zero-padded to the longest key (reads past a key are masked out).
-    width = max(4, (max_len + 3) & ~3)
-    index = offsets[:-1, None].astype(np.int64) + np.arange(width, dtype=np.int64)
-    valid = np.arange(width) < lengths[:, None]
-    matrix = np.where(valid, data[np.minimum(index, len(data) - 1)], 0).astype(np.uint32)
-    m = np.uint32(0x5BD1E995)
-    with np.errstate(over="ignore"):
-        h = (np.uint32(0x9747B28C) ^ lengths.astype(np.uint32)).astype(np.uint32)
-        blocks = lengths >> 2
-        for b in range(width // 4):
-            k = (
-                matrix[:, 4 * b]
-                | (matrix[:, 4 * b + 1] << np.uint32(8))
-                | (matrix[:, 4 * b + 2] << np.uint32(16))
-                | (matrix[:, 4 * b + 3] << np.uint32(24))
-            )
-            k = k * m
-            k ^= k >> np.uint32(24)
-            k = k * m
-            h = np.where(b < blocks, (h * m) ^ k, h)
-        end = (blocks << 2)[:, None]
-        rows = np.arange(n)[:, None]
-        tail = matrix[rows, np.minimum(end + np.arange(3), width - 1)]
-        extra = (lengths & 3)[:, None]
-        tail = np.where(np.arange(3) < extra, tail, 0).astype(np.uint32)
-        h ^= (tail[:, 2] << np.uint32(16)) | (tail[:, 1] << np.uint32(8)) | tail[:, 0]
-        h = np.where(lengths & 3, h * m, h)
-        h ^= h >> np.uint32(13)
-        h = h * m
-        h ^= h >> np.uint32(15)
-    parts: list[int | None] = ((h & np.uint32(0x7FFFFFFF)) % np.uint32(count)).tolist()
-    if column.null_count:
-        for i in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
-            parts[i] = None
-    return parts
-
-
 def _arrow_nbytes(column: pa.Array) -> int:
     import pyarrow.compute as pc
 
@@ -585,7 +521,10 @@ def _write_arrow(spec: _Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.
                     assert spec.topic is not None
                     if spec.topic not in partition_counts:
                         partition_counts[spec.topic] = len(producer.partitions_for(spec.topic))
-                    key_partitions = _key_partitions(key_col, partition_counts[spec.topic])
+                    try:
+                        key_partitions = partitions_for_keys(key_col, partition_counts[spec.topic])
+                    except ImportError:  # no numpy: the producer partitions record by record
+                        key_partitions = None
             headers = None
             if spec.headers is not None:
                 headers = _arrow_headers(batch.column(names.index(spec.headers)), spec.headers_kind)

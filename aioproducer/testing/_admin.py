@@ -20,6 +20,7 @@ from ..errors import (
     error_for_code,
 )
 from ..protocol import framing
+from ..protocol.error_codes import ErrorCode
 from ..protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -44,8 +45,9 @@ __all__ = [
 ]
 
 _CLIENT_ID = "aioproducer-testing"
-_UNSUPPORTED_VERSION = 35
-_UNAVAILABLE = frozenset({0, 5, 9})  # none, LEADER_NOT_AVAILABLE, REPLICA_NOT_AVAILABLE
+_UNAVAILABLE = frozenset(
+    {ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE}
+)
 _RespT = TypeVar("_RespT", bound=Response)
 
 
@@ -96,7 +98,7 @@ class AdminConnection:
     def _negotiate(self) -> dict[ApiKey, int]:
         version = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         response = self._exchange(ApiVersionsRequest(), ApiVersionsResponse, version)
-        if response.error_code == _UNSUPPORTED_VERSION:
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             # The broker answered with its own ApiVersions range; retry inside it.
             low, high = response.api_keys.get(int(ApiKey.API_VERSIONS), (0, 0))
             version = max(low, min(high, version))

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import random
+import sys
 import uuid
 from collections import Counter
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aioproducer import Producer
-from aioproducer.partitioner import StickyPartitioner, murmur2, partition_for_key
+from aioproducer.partitioner import (
+    StickyPartitioner,
+    murmur2,
+    partition_for_key,
+    partitions_for_keys,
+)
 from aioproducer.testing import KafkaCluster
 
 # From the Java client's UtilsTest.testMurmur2.
@@ -42,6 +49,83 @@ def test_partition_uses_to_positive_not_abs() -> None:
     # murmur2 is negative here: Java masks the sign bit (abs() would give another partition).
     assert murmur2(b"21") < 0
     assert partition_for_key(b"21", 7) == (-973932308 & 0x7FFFFFFF) % 7
+
+
+# Short keys go through the numpy matrix, keys over 256 bytes through the per-key fallback.
+_KEYS = st.lists(
+    st.one_of(st.none(), st.binary(max_size=12), st.binary(min_size=250, max_size=300)),
+    max_size=40,
+)
+
+
+def _expected(keys: list[bytes | None], num_partitions: int) -> list[int | None]:
+    return [None if k is None else partition_for_key(k, num_partitions) for k in keys]
+
+
+# No deadline: the first example pays for importing numpy and pyarrow.
+@settings(deadline=None)
+@given(_KEYS, st.integers(1, 5000), st.sampled_from(["binary", "large_binary"]), st.data())
+def test_partitions_for_keys_equals_partition_for_key(
+    keys: list[bytes | None], num_partitions: int, kind: str, data: st.DataObject
+) -> None:
+    pa = pytest.importorskip("pyarrow")
+    column = pa.array(keys, type=getattr(pa, kind)())
+    assert partitions_for_keys(column, num_partitions) == _expected(keys, num_partitions)
+    # A slice starts inside the buffers (a non-zero Arrow offset).
+    start = data.draw(st.integers(0, len(keys)))
+    stop = data.draw(st.integers(start, len(keys)))
+    sliced = column.slice(start, stop - start)
+    assert partitions_for_keys(sliced, num_partitions) == _expected(
+        keys[start:stop], num_partitions
+    )
+
+
+@settings(deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=80)), max_size=30), st.integers(1, 64))
+def test_partitions_for_keys_reads_string_columns_as_utf8(
+    keys: list[str | None], num_partitions: int
+) -> None:
+    pa = pytest.importorskip("pyarrow")
+    encoded = [None if k is None else k.encode() for k in keys]
+    expected = _expected(encoded, num_partitions)
+    for kind in (pa.string(), pa.large_string()):
+        assert partitions_for_keys(pa.array(keys, type=kind), num_partitions) == expected
+
+
+def test_partitions_for_keys_takes_chunked_arrays_and_sequences() -> None:
+    pa = pytest.importorskip("pyarrow")
+    keys = [b"", None, b"21", b"foobar", b"x" * 1000, b"abc"]
+    expected = _expected(keys, 7)
+    assert partitions_for_keys(keys, 7) == expected
+    assert partitions_for_keys(pa.chunked_array([keys[:2], keys[2:]], pa.binary()), 7) == expected
+    assert partitions_for_keys(pa.array([], pa.binary()), 7) == []
+    assert partitions_for_keys([None, None], 3) == [None, None]
+    assert partitions_for_keys([b""] * 3, 1) == [0, 0, 0]
+
+
+def test_partitions_for_keys_ignores_the_bytes_under_a_null() -> None:
+    pa = pytest.importorskip("pyarrow")
+    full = pa.array([b"x" * 300, b"abcde", b"k" * 7], pa.binary())
+    _validity, offsets, data = full.buffers()
+    # Arrow lets a null slot span bytes; mark the long key and the short one null.
+    validity = pa.py_buffer(bytes([0b100]))
+    column = pa.Array.from_buffers(pa.binary(), 3, [validity, offsets, data], null_count=2)
+    assert column.to_pylist() == [None, None, b"k" * 7]
+    assert partitions_for_keys(column, 5) == [None, None, partition_for_key(b"k" * 7, 5)]
+
+
+def test_partitions_for_keys_rejects_bad_input() -> None:
+    pa = pytest.importorskip("pyarrow")
+    with pytest.raises(TypeError, match="binary or string"):
+        partitions_for_keys(pa.array([1, 2]), 3)
+    with pytest.raises(ValueError, match="at least 1"):
+        partitions_for_keys([b"k"], 0)
+
+
+def test_partitions_for_keys_names_what_is_missing(monkeypatch: Any) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    with pytest.raises(ImportError, match=r"numpy and pyarrow.*aioproducer\[spark\]"):
+        partitions_for_keys([b"k"], 3)
 
 
 def test_sticky_partitioner_switches_after_batch_size_bytes() -> None:

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from aioproducer import __version__
+from aioproducer.__about__ import __version__
+from aioproducer.protocol.error_codes import ErrorCode
 from aioproducer.protocol.messages._base import Request, Response, end_struct
 from aioproducer.protocol.primitives import Reader, Writer
 from aioproducer.protocol.versions import ApiKey
@@ -14,7 +15,6 @@ from aioproducer.protocol.versions import ApiKey
 __all__ = ["ApiVersionsRequest", "ApiVersionsResponse", "software_version"]
 
 _FLEXIBLE = 3
-_UNSUPPORTED_VERSION = 35
 
 _TAG_SUPPORTED_FEATURES = 0
 _TAG_FINALIZED_FEATURES_EPOCH = 1
@@ -64,7 +64,7 @@ class ApiVersionsResponse(Response):
     def decode_body(cls, r: Reader, version: int) -> ApiVersionsResponse:
         """Read the body; a body with error 35 is read as v0 whatever ``version`` is."""
         error_code = r.int16()
-        if error_code == _UNSUPPORTED_VERSION:
+        if error_code == ErrorCode.UNSUPPORTED_VERSION:
             version = 0
         flex = version >= _FLEXIBLE
         api_keys: dict[int, tuple[int, int]] = {}
@@ -92,7 +92,7 @@ class ApiVersionsResponse(Response):
 
     def encode_body(self, w: Writer, version: int) -> None:
         """Write the body; like a broker, a body with error 35 is written as v0."""
-        if self.error_code == _UNSUPPORTED_VERSION:
+        if self.error_code == ErrorCode.UNSUPPORTED_VERSION:
             version = 0
         flex = version >= _FLEXIBLE
         w.int16(self.error_code)
