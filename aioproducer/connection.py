@@ -31,6 +31,7 @@ from .errors import (
     RequestTimedOutError,
 )
 from .protocol import framing
+from .protocol.error_codes import ErrorCode
 from .protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from .protocol.versions import ApiKey, negotiate_versions
 
@@ -196,7 +197,7 @@ class BrokerConnection:
         # Ask with the newest version we know; an older broker answers UNSUPPORTED_VERSION
         # in a v0 body listing what it does support, and we retry with v0.
         response: ApiVersionsResponse = await self.request(ApiVersionsRequest(), 3)
-        if response.error_code == 35:
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             response = await self.request(ApiVersionsRequest(), 0)
         if response.error_code:
             from .errors import error_for_code

@@ -49,6 +49,7 @@ from .errors import (
 from .errors import ConnectionError as KafkaConnectionError
 from .metrics import Metrics
 from .protocol.compression import Codec
+from .protocol.error_codes import ErrorCode
 from .protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -64,17 +65,21 @@ __all__ = ["Sender"]
 
 log = logging.getLogger("aioproducer.sender")
 
-_NONE = 0
-_MESSAGE_TOO_LARGE = 10
-_OUT_OF_ORDER_SEQUENCE = 45
-_DUPLICATE_SEQUENCE = 46
-_INVALID_PRODUCER_EPOCH = 47
-_UNKNOWN_PRODUCER_ID = 59
-_PRODUCER_FENCED = 90
 # The epoch is an int16: past this, only a fresh producer id can fence.
 _MAX_EPOCH = 32767
 # Errors after which the leader may have moved: refresh metadata before retrying.
-_METADATA_ERRORS = frozenset({3, 5, 6, 9, 74, 75, 100, 103})
+_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+    }
+)
 
 
 class _PartitionState:
@@ -456,9 +461,9 @@ class Sender:
                 )
                 continue
             code = part.error_code
-            if code == _NONE:
+            if code == ErrorCode.NONE:
                 self._succeed(batch, part.base_offset, part.log_append_time_ms)
-            elif code == _DUPLICATE_SEQUENCE:
+            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 # The broker already has this batch (an earlier attempt's answer was lost).
                 self._succeed(batch, part.base_offset, part.log_append_time_ms)
             else:
@@ -470,13 +475,13 @@ class Sender:
             details = "; ".join(f"record {i}: {m}" for i, m in part.record_errors)
             message = f"{message}; {details}" if message else details
         tp = (batch.topic, batch.partition)
-        if code == _MESSAGE_TOO_LARGE and batch.record_count > 1:
+        if code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
             self.metrics.batches_split += 1
             self.acc.split(batch, max(1024, batch.builder.size_in_bytes // 2), now)
             if self.idempotent and batch.sequence >= 0:
                 self._need_bump = True
             return
-        if self.idempotent and code == _OUT_OF_ORDER_SEQUENCE:
+        if self.idempotent and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             state = self._partitions.get(tp)
             if state is not None and batch.sequence > state.acked_next:
                 # An earlier batch of this partition failed: this one goes again after it.
@@ -488,12 +493,15 @@ class Sender:
             self._need_bump = True
             self._retry_or_fail(batch, error_for_code(code, message), now)
             return
-        if self.idempotent and code == _UNKNOWN_PRODUCER_ID:
+        if self.idempotent and code == ErrorCode.UNKNOWN_PRODUCER_ID:
             # The broker lost our state (e.g. the log was truncated): start over at 0.
             self._need_bump = True
             self._retry_or_fail(batch, error_for_code(code, message), now)
             return
-        if self.idempotent and code in (_INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED):
+        if self.idempotent and code in (
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            ErrorCode.PRODUCER_FENCED,
+        ):
             if (batch.producer_id, batch.producer_epoch) != (
                 self.producer_id,
                 self.producer_epoch,

@@ -35,7 +35,6 @@ import asyncio
 import bisect
 import collections
 import contextlib
-import enum
 import itertools
 import struct
 import threading
@@ -49,6 +48,7 @@ import anyio
 from crc32c import crc32c
 
 from ..errors import BrokerResponseError, ProtocolError, UnsupportedVersionError
+from ..protocol.error_codes import ErrorCode
 from ..protocol.framing import (
     FrameReader,
     RequestHeader,
@@ -90,36 +90,6 @@ from ..protocol.versions import CODEC_VERSIONS, ApiKey
 __all__ = ["BatchInfo", "ErrorCode", "FakeCluster", "RequestRecord"]
 
 _T = TypeVar("_T")
-
-
-class ErrorCode(enum.IntEnum):
-    """Kafka error codes the fake produces or that tests commonly inject."""
-
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    LEADER_NOT_AVAILABLE = 5
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    MESSAGE_TOO_LARGE = 10
-    NETWORK_EXCEPTION = 13
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    INVALID_REQUIRED_ACKS = 21
-    TOPIC_AUTHORIZATION_FAILED = 29
-    CLUSTER_AUTHORIZATION_FAILED = 31
-    UNSUPPORTED_VERSION = 35
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_REQUEST = 42
-    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-    DUPLICATE_SEQUENCE_NUMBER = 46
-    INVALID_PRODUCER_EPOCH = 47
-    KAFKA_STORAGE_ERROR = 56
-    UNKNOWN_PRODUCER_ID = 59
-    PRODUCER_FENCED = 90
 
 
 #: Versions the fake implements and advertises (SASL is not served).
@@ -1156,7 +1126,7 @@ class FakeCluster:
                         answer = self._append(node, name, index, data)
                     if answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                         self._add_current_leader(answer, name, index, endpoints)
-                    failed = failed or answer.error_code != 0
+                    failed = failed or answer.error_code != ErrorCode.NONE
                     answers.append(answer)
                 topics.append(ProduceTopicResponse(name, answers))
             if topics and any(p for _, p in request.topics):
