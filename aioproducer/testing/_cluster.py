@@ -8,6 +8,8 @@ can be stopped, killed, paused and restarted to test failover.
 
 Users import it from :mod:`aioproducer.testing.kafka` or :mod:`aioproducer.testing`.
 Package-internal: :func:`record_class_data`, for the ``fetch`` command.
+
+(A little over 700 lines: most of it is KafkaCluster's public methods and their docstrings.)
 """
 
 from __future__ import annotations
