@@ -18,14 +18,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from aioproducer.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from aioproducer.testing import KafkaCluster, KafkaSetupError, ensure_kafka
-from aioproducer.testing import kafka as kafka_module
+from aioproducer.testing import KafkaCluster, KafkaSetupError, _cluster, ensure_kafka, find_java
+from aioproducer.testing._cds import class_data_archive
 
 T = TypeVar("T")
 NewTopic = Callable[..., str]
@@ -218,7 +219,7 @@ def test_port_race_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()
-    real_free_ports = kafka_module._free_ports
+    real_free_ports = _cluster.free_ports
     calls: list[list[int]] = []
 
     def stolen_first(count: int) -> list[int]:
@@ -229,8 +230,10 @@ def test_port_race_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
         return ports
 
     # Any class-data-sharing training run must happen first: it picks ports too.
-    kafka_module._class_data_archive(kafka_module.find_java(), ensure_kafka(), KafkaCluster())
-    monkeypatch.setattr(kafka_module, "_free_ports", stolen_first)
+    class_data_archive(
+        find_java(), ensure_kafka(), partial(_cluster.record_class_data, KafkaCluster())
+    )
+    monkeypatch.setattr(_cluster, "free_ports", stolen_first)
     try:
         with KafkaCluster() as cluster:
             assert len(calls) == 2
@@ -384,7 +387,7 @@ def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def link_real_java(fake_bin: Path) -> None:
-    real = kafka_module.find_java().executable
+    real = find_java().executable
     (fake_bin / "java").symlink_to(real)
 
 
@@ -406,7 +409,7 @@ def test_old_java_is_rejected(fake_bin: Path) -> None:
 def test_missing_maven_explains_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_java = kafka_module.find_java().executable
+    real_java = find_java().executable
     directory = tmp_path / "bin"
     directory.mkdir()
     (directory / "java").symlink_to(real_java)
@@ -438,7 +441,7 @@ touch "$out/kafka_2.13-$version.jar" "$out/kafka-clients-$version.jar"
 @pytest.fixture
 def fake_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """PATH holds the real java and a fake mvn that records each run in the returned file."""
-    real_java = kafka_module.find_java().executable
+    real_java = find_java().executable
     directory = tmp_path / "bin"
     directory.mkdir()
     (directory / "java").symlink_to(real_java)

@@ -1,4 +1,9 @@
-"""Finding Java and Maven, and fetching the Apache Kafka broker jars into a local cache."""
+"""Finding Java and Maven, and fetching the Apache Kafka broker jars into a local cache.
+
+Package-internal besides the names :mod:`aioproducer.testing` exports: ``exclusive_lock``
+(an ``flock`` that concurrent processes take turns on) and ``file_tail`` (the last lines of a
+log file), which the cluster uses too.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ __all__ = [
     "KafkaSetupError",
     "default_cache_dir",
     "ensure_kafka",
+    "exclusive_lock",
+    "file_tail",
     "find_java",
 ]
 
@@ -186,7 +193,7 @@ def _check_version(version: str) -> None:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(path: Path, timeout: float) -> Iterator[None]:
+def exclusive_lock(path: Path, timeout: float) -> Iterator[None]:
     """Hold an exclusive ``flock`` on *path*, so concurrent fetches take turns."""
     import fcntl  # POSIX only, like the rest of this package
 
@@ -236,7 +243,7 @@ def ensure_kafka(version: str = DEFAULT_KAFKA_VERSION, cache_dir: str | Path | N
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise KafkaSetupError(f"cannot create the Kafka cache directory {cache}: {exc}") from exc
-    with _exclusive_lock(cache / f".kafka-{version}.lock", _LOCK_TIMEOUT):
+    with exclusive_lock(cache / f".kafka-{version}.lock", _LOCK_TIMEOUT):
         if _libs_ready(home):
             return home / "libs"
         mvn = _find_maven()
@@ -299,7 +306,8 @@ def _fetch_with_maven(mvn: str, version: str, staging: Path, log_path: Path) -> 
     if proc.returncode != 0:
         raise KafkaSetupError(
             f"Maven failed (exit code {proc.returncode}) to fetch Apache Kafka {version} "
-            f"from Maven Central; its output is in {log_path}. Last lines:\n" + _tail(log_path, 15)
+            f"from Maven Central; its output is in {log_path}. Last lines:\n"
+            + file_tail(log_path, 15)
         )
     core_jar = libs / f"kafka_2.13-{version}.jar"
     if not core_jar.is_file():
@@ -308,7 +316,7 @@ def _fetch_with_maven(mvn: str, version: str, staging: Path, log_path: Path) -> 
         )
 
 
-def _tail(path: Path, lines: int) -> str:
+def file_tail(path: Path, lines: int) -> str:
     """Last *lines* lines of a text file, or a note saying it could not be read."""
     try:
         with open(path, "rb") as handle:
