@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ..errors import KafkaError, UnknownTopicOrPartitionError
+from ..protocol.error_codes import ErrorCode
 from ..protocol.messages import MetadataResponse
 from . import _admin
 from ._broker_config import (
@@ -681,7 +682,7 @@ class KafkaCluster:
                     problems.append(f"broker {node.node_id}: {exc}")
                     continue
                 entry = next((t for t in response.topics if t.name == topic), None)
-                if entry is None or entry.error_code != 0:
+                if entry is None or entry.error_code != ErrorCode.NONE:
                     problems.append(f"broker {node.node_id} does not know the topic yet")
                 elif len(entry.partitions) < partitions or any(
                     p.leader_id < 0 for p in entry.partitions

@@ -43,15 +43,35 @@ def topic_end_offsets(bootstrap_servers: str, topic: str, timeout: float = 30.0)
     consumer = ck.Consumer(  # type: ignore[attr-defined]
         {"bootstrap.servers": bootstrap_servers, "group.id": f"verify-{uuid.uuid4()}"}
     )
+    deadline = time.monotonic() + timeout
     try:
         meta = consumer.list_topics(topic, timeout=timeout)
         partitions = sorted(meta.topics[topic].partitions)
         out = {}
         for p in partitions:
-            _low, high = consumer.get_watermark_offsets(
-                ck.TopicPartition(topic, p),  # type: ignore[attr-defined]
-                timeout=timeout,
-            )
+            while True:
+                try:
+                    _low, high = consumer.get_watermark_offsets(
+                        ck.TopicPartition(topic, p),  # type: ignore[attr-defined]
+                        timeout=max(0.1, deadline - time.monotonic()),
+                    )
+                    break
+                except ck.KafkaException as exc:  # type: ignore[attr-defined]
+                    # Right after a topic is created (or a leader moves) librdkafka may
+                    # still ask a broker that does not lead the partition: ask again.
+                    error = exc.args[0] if exc.args else None
+                    retriable = error is not None and (
+                        error.retriable()
+                        or error.code()
+                        in (
+                            ck.KafkaError.NOT_LEADER_FOR_PARTITION,  # type: ignore[attr-defined]
+                            ck.KafkaError.LEADER_NOT_AVAILABLE,  # type: ignore[attr-defined]
+                            ck.KafkaError.UNKNOWN_TOPIC_OR_PART,  # type: ignore[attr-defined]
+                        )
+                    )
+                    if not retriable or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.1)
             out[p] = high
         return out
     finally:

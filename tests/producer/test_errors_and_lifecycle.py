@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
+from support import BAD_RECORDS, closed_port
 
 from aioproducer import Producer
 from aioproducer.errors import (
     BufferFullError,
     ConfigError,
-    InvalidArgumentError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     MetadataNotReadyError,
     ProducerClosedError,
     ProducerNotStartedError,
-    RecordTooLargeError,
     SerializationError,
     UnknownTopicOrPartitionError,
 )
@@ -28,13 +26,10 @@ from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 from bench.fence_check import run_scenario, violations
 
+if TYPE_CHECKING:
+    from conftest import NewTopic
+
 pytestmark = pytest.mark.anyio
-
-
-def new_topic(kafka: KafkaCluster, partitions: int = 1, **config: str) -> str:
-    name = f"e-{uuid.uuid4().hex[:12]}"
-    kafka.create_topic(name, partitions=partitions, config=config or None)
-    return name
 
 
 # -- configuration: rejected at construction ------------------------------------------------
@@ -77,26 +72,15 @@ def test_secrets_stay_out_of_reprs() -> None:
 # -- bad records: rejected at send(), nothing else harmed ---------------------------------------
 
 
-BAD_RECORDS: list[tuple[dict[str, Any], type[Exception], str]] = [
-    ({"value": 12345}, SerializationError, "value must be bytes"),
-    ({"value": {"a": 1}}, SerializationError, "got dict"),
-    ({"value": b"v", "key": 3.5}, SerializationError, "key must be bytes"),
-    ({"value": b"v", "headers": [(1, b"x")]}, SerializationError, "header keys must be str"),
-    ({"value": b"v", "headers": [("h", 5)]}, SerializationError, "header 'h' value"),
-    ({"value": b"v", "headers": ["nope"]}, SerializationError, "pairs"),
-    ({"value": b"x" * 2_000_000}, RecordTooLargeError, "max_request_size"),
-    ({"value": b"v", "partition": 7}, InvalidArgumentError, "partition 7 is not valid"),
-    ({"value": b"v", "partition": -1}, InvalidArgumentError, "partition -1"),
-    ({"value": b"v", "timestamp_ms": -5}, InvalidArgumentError, "timestamp_ms"),
-    ({"value": b"v", "timestamp_ms": "now"}, InvalidArgumentError, "timestamp_ms"),
-]
-
-
 @pytest.mark.parametrize(("record", "error", "message"), BAD_RECORDS)
 async def test_bad_record_raises_at_send_and_harms_no_other_record(
-    kafka: KafkaCluster, record: dict[str, Any], error: type[Exception], message: str
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    record: dict[str, Any],
+    error: type[Exception],
+    message: str,
 ) -> None:
-    topic = new_topic(kafka, partitions=2)
+    topic = new_topic(2)
     async with Producer(kafka.bootstrap_servers, linger_ms=50) as producer:
         before = await producer.send(topic, b"before", key=b"k")
         with pytest.raises(error) as info:
@@ -109,8 +93,10 @@ async def test_bad_record_raises_at_send_and_harms_no_other_record(
     assert [r.value for r in records] == [b"before", b"after"]
 
 
-async def test_bad_record_in_send_many_fails_only_from_that_record(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_bad_record_in_send_many_fails_only_from_that_record(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     async with Producer(kafka.bootstrap_servers) as producer:
         with pytest.raises(SerializationError):
             await producer.send_many(topic, [b"a", b"b", 3, b"d"])
@@ -121,8 +107,8 @@ async def test_bad_record_in_send_many_fails_only_from_that_record(kafka: KafkaC
     ]
 
 
-async def test_serializers_are_applied(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_serializers_are_applied(kafka: KafkaCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
     async with Producer(
         kafka.bootstrap_servers,
         key_serializer=lambda _t, k: k.upper(),
@@ -161,12 +147,6 @@ async def test_first_send_to_an_auto_created_topic_is_delivered(kafka: KafkaClus
     assert (rec.key, rec.value, rec.offset) == (b"k", b"first", meta.offset)
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_no_reachable_broker_fails_within_max_block_without_hanging() -> None:
     async with Producer(f"127.0.0.1:{closed_port()}", max_block_ms=1500) as producer:
         started = time.monotonic()
@@ -178,8 +158,9 @@ async def test_no_reachable_broker_fails_within_max_block_without_hanging() -> N
 
 async def test_broker_rejecting_a_record_gives_a_typed_error_for_it_alone(
     kafka: KafkaCluster,
+    new_topic: NewTopic,
 ) -> None:
-    topic = new_topic(kafka, **{"max.message.bytes": "10000"})
+    topic = new_topic(config={"max.message.bytes": "10000"})
     async with Producer(kafka.bootstrap_servers) as producer:
         ok = await producer.send(topic, b"small")
         await producer.flush()
@@ -207,8 +188,10 @@ async def test_send_before_start_and_after_close_raise_typed_errors(kafka: Kafka
     await producer.close()  # closing twice is fine
 
 
-async def test_try_send_fails_fast_when_the_buffer_is_full(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_try_send_fails_fast_when_the_buffer_is_full(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     async with Producer(
         kafka.bootstrap_servers, buffer_memory=64 * 1024, linger_ms=60_000, batch_size=1 << 20
     ) as producer:
@@ -226,8 +209,10 @@ async def test_try_send_fails_fast_when_the_buffer_is_full(kafka: KafkaCluster) 
         producer.try_send(topic, b"x" * 1000)
 
 
-async def test_send_blocks_for_memory_then_times_out(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_send_blocks_for_memory_then_times_out(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     async with Producer(
         kafka.bootstrap_servers, buffer_memory=32 * 1024, batch_size=4096, max_block_ms=300
     ) as producer:
@@ -249,8 +234,10 @@ async def test_send_blocks_for_memory_then_times_out(kafka: KafkaCluster) -> Non
     assert [h.result().offset for h in handles] == list(range(len(handles)))
 
 
-async def test_cancelled_send_leaves_the_record_out_entirely(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_cancelled_send_leaves_the_record_out_entirely(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     async with Producer(
         kafka.bootstrap_servers, buffer_memory=32 * 1024, batch_size=4096
     ) as producer:
@@ -275,8 +262,10 @@ async def test_cancelled_send_leaves_the_record_out_entirely(kafka: KafkaCluster
     assert values[-1] == b"last"
 
 
-async def test_cancelling_a_waiter_does_not_cancel_delivery(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_cancelling_a_waiter_does_not_cancel_delivery(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     async with Producer(kafka.bootstrap_servers, linger_ms=300) as producer:
         handle = await producer.send(topic, b"keep me")
         with anyio.move_on_after(0.05) as scope:
@@ -289,8 +278,8 @@ async def test_cancelling_a_waiter_does_not_cancel_delivery(kafka: KafkaCluster)
     ]
 
 
-async def test_flush_skips_the_linger(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_flush_skips_the_linger(kafka: KafkaCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
     async with Producer(kafka.bootstrap_servers, linger_ms=60_000) as producer:
         handle = await producer.send(topic, b"v")
         await anyio.sleep(0.1)
@@ -300,8 +289,10 @@ async def test_flush_skips_the_linger(kafka: KafkaCluster) -> None:
         assert handle.done() and handle.result().offset == 0
 
 
-async def test_close_delivers_what_it_can_then_fails_the_rest(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_close_delivers_what_it_can_then_fails_the_rest(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     node = kafka.node_ids[0]
     async with Producer(kafka.bootstrap_servers, linger_ms=0, request_timeout_ms=2000) as producer:
         delivered = [await producer.send(topic, f"d{i}".encode()) for i in range(100)]
@@ -320,8 +311,10 @@ async def test_close_delivers_what_it_can_then_fails_the_rest(kafka: KafkaCluste
         assert isinstance(handle.exception(), ProducerClosedError)
 
 
-async def test_close_without_timeout_waits_for_every_record(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=3)
+async def test_close_without_timeout_waits_for_every_record(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(3)
     producer = Producer(kafka.bootstrap_servers, linger_ms=1000)
     await producer.start()
     handles = [await producer.send(topic, f"{i}".encode(), key=b"%d" % i) for i in range(5000)]
@@ -330,8 +323,10 @@ async def test_close_without_timeout_waits_for_every_record(kafka: KafkaCluster)
     assert sum(1 for h in handles if h.exception() is None) == 5000
 
 
-async def test_no_background_task_outlives_the_producer(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+async def test_no_background_task_outlives_the_producer(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     before = len(anyio.get_running_tasks())
     async with Producer(kafka.bootstrap_servers) as producer:
         await producer.send_and_wait(topic, b"v")
@@ -339,10 +334,12 @@ async def test_no_background_task_outlives_the_producer(kafka: KafkaCluster) -> 
     assert len(anyio.get_running_tasks()) == before
 
 
-async def test_undeliverable_records_fail_with_delivery_timeout(kafka: KafkaCluster) -> None:
+async def test_undeliverable_records_fail_with_delivery_timeout(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
     # The broker is frozen while 50 records time out, then resumed, then the application
     # sends again (bench/fence_check.py runs the same scenario many times per backend).
-    topic = new_topic(kafka)
+    topic = new_topic()
     out = await run_scenario(kafka, topic)
     assert len(out.timed_out) >= 50 and not out.delivered_late
     assert 2.0 <= out.failed_within_s < 2.5 + 5

@@ -2,37 +2,27 @@
 
 from __future__ import annotations
 
-import uuid
-from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from support import by_partition
 
 from aioproducer import Producer, SerializationError
 from aioproducer.partitioner import partition_for_key
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
+if TYPE_CHECKING:
+    from conftest import NewTopic
+
 pytestmark = pytest.mark.anyio
-
-
-def new_topic(kafka: KafkaCluster, partitions: int) -> str:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    kafka.create_topic(name, partitions=partitions)
-    return name
-
-
-def by_partition(records: list[Any]) -> dict[int, list[Any]]:
-    out: dict[int, list[Any]] = defaultdict(list)
-    for rec in records:
-        out[rec.partition].append(rec)
-    return out
 
 
 async def test_send_bulk_keyed_records_arrive_in_key_partitions_in_order(
     kafka: KafkaCluster,
+    new_topic: NewTopic,
 ) -> None:
-    topic = new_topic(kafka, partitions=6)
+    topic = new_topic(6)
     n = 5000
     keys = [f"k{i % 37}".encode() for i in range(n)]
     values: list[Any] = [f"v{i}".encode() * 3 for i in range(n)]
@@ -63,8 +53,10 @@ async def test_send_bulk_keyed_records_arrive_in_key_partitions_in_order(
     assert next(r for r in got[md.partition] if r.offset == md.offset).value == values[1234]
 
 
-async def test_send_bulk_explicit_and_sticky_partitions(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=4)
+async def test_send_bulk_explicit_and_sticky_partitions(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(4)
     n = 3000
     values = [i.to_bytes(4, "big") for i in range(n)]
     parts = [i % 3 if i % 5 else None for i in range(n)]
@@ -98,8 +90,9 @@ async def test_send_bulk_explicit_and_sticky_partitions(kafka: KafkaCluster) -> 
 
 async def test_send_bulk_bad_record_raises_with_its_index_and_keeps_earlier(
     kafka: KafkaCluster,
+    new_topic: NewTopic,
 ) -> None:
-    topic = new_topic(kafka, partitions=2)
+    topic = new_topic(2)
     async with Producer(kafka.bootstrap_servers) as producer:
         before = producer.metrics()["buffer_bytes_in_use"]
         with pytest.raises(SerializationError, match="record 2 "):

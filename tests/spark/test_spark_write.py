@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pickle
-import uuid
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,11 +14,8 @@ from aioproducer.spark import PartitionWriter, SparkWriteError, WriteReport
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all, topic_end_offsets
 
-
-def new_topic(kafka: KafkaCluster, partitions: int, **config: str) -> str:
-    name = f"spark-{uuid.uuid4().hex[:12]}"
-    kafka.create_topic(name, partitions=partitions, config=config or None)
-    return name
+if TYPE_CHECKING:
+    from conftest import NewTopic
 
 
 def expected_row(i: int) -> tuple[bytes | None, bytes, tuple[tuple[str, bytes], ...]]:
@@ -28,9 +24,9 @@ def expected_row(i: int) -> tuple[bytes | None, bytes, tuple[tuple[str, bytes], 
 
 
 def test_200k_rows_keyed_and_keyless_with_headers_arrive_exactly(
-    spark: Any, kafka: KafkaCluster
+    spark: Any, kafka: KafkaCluster, new_topic: NewTopic
 ) -> None:
-    topic = new_topic(kafka, partitions=6)
+    topic = new_topic(6)
     n = 200_000
     df = spark.range(0, n, 1, 8).selectExpr(
         "CASE WHEN id % 4 = 0 THEN NULL ELSE concat('k', cast(id % 1000 AS string)) END AS key",
@@ -62,8 +58,10 @@ def test_200k_rows_keyed_and_keyless_with_headers_arrive_exactly(
     assert all(len(ps) == 1 for ps in partitions_of_key.values())
 
 
-def test_struct_headers_partition_and_topic_columns(spark: Any, kafka: KafkaCluster) -> None:
-    even, odd = new_topic(kafka, partitions=3), new_topic(kafka, partitions=3)
+def test_struct_headers_partition_and_topic_columns(
+    spark: Any, kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    even, odd = new_topic(3), new_topic(3)
     n = 3000
     df = spark.range(0, n, 1, 3).selectExpr(
         f"CASE WHEN id % 2 = 0 THEN '{even}' ELSE '{odd}' END AS destination",
@@ -94,9 +92,9 @@ def test_struct_headers_partition_and_topic_columns(spark: Any, kafka: KafkaClus
 
 
 def test_a_failing_write_raises_with_the_first_error_and_counts(
-    spark: Any, kafka: KafkaCluster
+    spark: Any, kafka: KafkaCluster, new_topic: NewTopic
 ) -> None:
-    topic = new_topic(kafka, partitions=2, **{"max.message.bytes": "2000"})
+    topic = new_topic(2, config={"max.message.bytes": "2000"})
     n = 4000
     # Every 100th value is larger than the topic accepts.
     df = spark.range(0, n, 1, 4).selectExpr(
@@ -132,9 +130,14 @@ def test_a_failing_write_raises_with_the_first_error_and_counts(
     ],
 )
 def test_missing_or_mistyped_columns_fail_before_anything_is_sent(
-    spark: Any, kafka: KafkaCluster, kwargs: dict[str, Any], error: type[Exception], message: str
+    spark: Any,
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    message: str,
 ) -> None:
-    topic = new_topic(kafka, partitions=1)
+    topic = new_topic(1)
     df = spark.range(0, 10, 1, 1).selectExpr(
         "id", "cast(id AS string) AS key", "cast(cast(id AS string) AS binary) AS value"
     )
@@ -143,7 +146,9 @@ def test_missing_or_mistyped_columns_fail_before_anything_is_sent(
     assert topic_end_offsets(kafka.bootstrap_servers, topic) == {0: 0}
 
 
-def test_the_task_function_pickles_as_settings_only(spark: Any, kafka: KafkaCluster) -> None:
+def test_the_task_function_pickles_as_settings_only(
+    spark: Any, kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
     from pyspark import cloudpickle
 
     from aioproducer.spark import _ArrowTask, _make_spec
@@ -168,7 +173,7 @@ def test_the_task_function_pickles_as_settings_only(spark: Any, kafka: KafkaClus
 
     # A writer that has already run here (so this process holds a cached producer) still
     # pickles as its settings.
-    topic = new_topic(kafka, partitions=1)
+    topic = new_topic(1)
     writer = kafka_spark.partition_writer(topic, bootstrap_servers=kafka.bootstrap_servers)
     from pyspark.sql import Row
 
@@ -181,8 +186,10 @@ def test_the_task_function_pickles_as_settings_only(spark: Any, kafka: KafkaClus
     assert (rec.key, rec.value) == (b"a", b"1")
 
 
-def test_partition_writer_for_foreach_partition(spark: Any, kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=3)
+def test_partition_writer_for_foreach_partition(
+    spark: Any, kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(3)
     n = 5000
     df = spark.range(0, n, 1, 4).selectExpr(
         "concat('k', cast(id % 50 AS string)) AS key",
@@ -203,8 +210,10 @@ def test_partition_writer_for_foreach_partition(spark: Any, kafka: KafkaCluster)
     assert got == want
 
 
-def test_partition_writer_fails_the_job_when_records_fail(spark: Any, kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=1, **{"max.message.bytes": "2000"})
+def test_partition_writer_fails_the_job_when_records_fail(
+    spark: Any, kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(1, config={"max.message.bytes": "2000"})
     df = spark.range(0, 200, 1, 2).selectExpr(
         "CASE WHEN id = 150 THEN repeat('y', 6000) ELSE cast(id AS string) END AS value"
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,15 +13,14 @@ from aioproducer.partitioner import partition_for_key
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
-
-def new_topic(kafka: KafkaCluster, partitions: int) -> str:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    kafka.create_topic(name, partitions=partitions)
-    return name
+if TYPE_CHECKING:
+    from conftest import NewTopic
 
 
-def test_send_bulk_from_threads_delivers_everything_in_key_order(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=5)
+def test_send_bulk_from_threads_delivers_everything_in_key_order(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(5)
     threads, per_thread = 4, 6000
     futures: list[Any] = []
     with SyncProducer(kafka.bootstrap_servers, linger_ms=5, buffer_memory=200_000) as producer:
@@ -56,8 +54,10 @@ def test_send_bulk_from_threads_delivers_everything_in_key_order(kafka: KafkaClu
         assert seq == sorted(seq)
 
 
-def test_sync_send_bulk_too_large_record_names_index(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=1)
+def test_sync_send_bulk_too_large_record_names_index(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(1)
     with SyncProducer(kafka.bootstrap_servers, max_request_size=10_000) as producer:
         values = [b"a", b"b", b"x" * 20_000, b"d"]
         with pytest.raises(RecordTooLargeError, match="record 2 "):

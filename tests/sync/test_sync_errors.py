@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from support import BAD_RECORDS, closed_port
 
 from aioproducer import SyncProducer
 from aioproducer.errors import (
@@ -18,18 +18,14 @@ from aioproducer.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     ProducerClosedError,
-    RecordTooLargeError,
     SerializationError,
     UnknownTopicOrPartitionError,
 )
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
-
-def new_topic(kafka: KafkaCluster, partitions: int = 1, **config: str) -> str:
-    name = f"sync-e-{uuid.uuid4().hex[:12]}"
-    kafka.create_topic(name, partitions=partitions, config=config or None)
-    return name
+if TYPE_CHECKING:
+    from conftest import NewTopic
 
 
 def test_bad_configuration_fails_at_construction() -> None:
@@ -39,25 +35,11 @@ def test_bad_configuration_fails_at_construction() -> None:
         SyncProducer(acks=1)
 
 
-BAD_RECORDS: list[tuple[dict[str, Any], type[Exception], str]] = [
-    ({"value": 12345}, SerializationError, "value must be bytes"),
-    ({"value": {"a": 1}}, SerializationError, "got dict"),
-    ({"value": b"v", "key": 3.5}, SerializationError, "key must be bytes"),
-    ({"value": b"v", "headers": [(1, b"x")]}, SerializationError, "header keys must be str"),
-    ({"value": b"v", "headers": [("h", 5)]}, SerializationError, "header 'h' value"),
-    ({"value": b"v", "headers": ["nope"]}, SerializationError, "pairs"),
-    ({"value": b"x" * 2_000_000}, RecordTooLargeError, "max_request_size"),
-    ({"value": b"v", "partition": 7}, InvalidArgumentError, "partition 7 is not valid"),
-    ({"value": b"v", "partition": -1}, InvalidArgumentError, "partition -1"),
-    ({"value": b"v", "timestamp_ms": -5}, InvalidArgumentError, "timestamp_ms"),
-    ({"value": b"v", "timestamp_ms": "now"}, InvalidArgumentError, "timestamp_ms"),
-]
-
-
 def test_bad_records_raise_in_the_sending_thread_and_harm_no_other_record(
     kafka: KafkaCluster,
+    new_topic: NewTopic,
 ) -> None:
-    topic = new_topic(kafka, partitions=2)
+    topic = new_topic(2)
     good_per_thread = 3000
     with SyncProducer(kafka.bootstrap_servers, linger_ms=20) as producer:
         raised: list[tuple[int, BaseException]] = []
@@ -101,8 +83,10 @@ def test_bad_records_raise_in_the_sending_thread_and_harm_no_other_record(
         assert mine == [f"good-{w}-{i}".encode() for i in range(good_per_thread)]
 
 
-def test_bad_record_in_send_many_fails_only_from_that_record(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_bad_record_in_send_many_fails_only_from_that_record(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     with SyncProducer(kafka.bootstrap_servers) as producer:
         with pytest.raises(SerializationError):
             producer.send_many(topic, [b"a", b"b", 3, b"d"])
@@ -113,8 +97,8 @@ def test_bad_record_in_send_many_fails_only_from_that_record(kafka: KafkaCluster
     assert values == [b"a", b"b"]
 
 
-def test_serializers_run_in_the_calling_thread(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_serializers_run_in_the_calling_thread(kafka: KafkaCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
     threads: set[str] = set()
 
     def value_serializer(t: str, v: dict[str, int]) -> bytes:
@@ -145,18 +129,17 @@ def test_unknown_topic_with_auto_create_off_fails_within_max_block(kafka: KafkaC
 
 
 def test_no_reachable_broker_fails_within_max_block() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with SyncProducer(f"127.0.0.1:{port}", max_block_ms=1000) as producer:
+    with SyncProducer(f"127.0.0.1:{closed_port()}", max_block_ms=1000) as producer:
         started = time.monotonic()
         with pytest.raises(KafkaTimeoutError, match="no broker reachable"):
             producer.send("any-topic", b"v")
         assert 0.8 <= time.monotonic() - started < 5
 
 
-def test_broker_rejecting_a_record_fails_its_future_alone(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, **{"max.message.bytes": "10000"})
+def test_broker_rejecting_a_record_fails_its_future_alone(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(config={"max.message.bytes": "10000"})
     with SyncProducer(kafka.bootstrap_servers) as producer:
         ok = producer.send(topic, b"small")
         producer.flush()
@@ -168,8 +151,10 @@ def test_broker_rejecting_a_record_fails_its_future_alone(kafka: KafkaCluster) -
         assert producer.send_and_wait(topic, b"small again").offset == 1
 
 
-def test_send_blocks_for_buffer_space_then_raises_buffer_full(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_send_blocks_for_buffer_space_then_raises_buffer_full(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     with SyncProducer(
         kafka.bootstrap_servers, buffer_memory=32 * 1024, batch_size=4096, max_block_ms=400
     ) as producer:
@@ -192,8 +177,10 @@ def test_send_blocks_for_buffer_space_then_raises_buffer_full(kafka: KafkaCluste
     assert [f.result(0).offset for f in futures] == list(range(len(futures)))
 
 
-def test_a_blocked_sender_resumes_when_space_frees_up(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_a_blocked_sender_resumes_when_space_frees_up(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     with SyncProducer(
         kafka.bootstrap_servers, buffer_memory=32 * 1024, batch_size=4096, max_block_ms=20_000
     ) as producer:
@@ -213,8 +200,8 @@ def test_a_blocked_sender_resumes_when_space_frees_up(kafka: KafkaCluster) -> No
     assert [f.result(0).offset for f in futures] == list(range(300))
 
 
-def test_flush_skips_the_linger(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_flush_skips_the_linger(kafka: KafkaCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
     with SyncProducer(kafka.bootstrap_servers, linger_ms=60_000) as producer:
         future = producer.send(topic, b"v")
         time.sleep(0.1)
@@ -225,8 +212,10 @@ def test_flush_skips_the_linger(kafka: KafkaCluster) -> None:
         assert future.done() and future.result(0).offset == 0
 
 
-def test_close_delivers_what_it_can_then_fails_the_rest(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_close_delivers_what_it_can_then_fails_the_rest(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic()
     node = kafka.node_ids[0]
     producer = SyncProducer(kafka.bootstrap_servers, linger_ms=0, request_timeout_ms=2000)
     delivered = [producer.send(topic, f"d{i}".encode()) for i in range(100)]
@@ -248,8 +237,10 @@ def test_close_delivers_what_it_can_then_fails_the_rest(kafka: KafkaCluster) -> 
     producer.close()  # closing twice is fine
 
 
-def test_close_without_timeout_waits_for_records_from_every_thread(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka, partitions=3)
+def test_close_without_timeout_waits_for_records_from_every_thread(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(3)
     producer = SyncProducer(kafka.bootstrap_servers, linger_ms=1000)
     futures: list[Any] = []
     lock = threading.Lock()
@@ -270,9 +261,9 @@ def test_close_without_timeout_waits_for_records_from_every_thread(kafka: KafkaC
     assert sum(1 for f in futures if f.exception(0) is None) == 6000
 
 
-def test_close_from_one_thread_while_others_send(kafka: KafkaCluster) -> None:
+def test_close_from_one_thread_while_others_send(kafka: KafkaCluster, new_topic: NewTopic) -> None:
     """Every send either raises ProducerClosedError or gets a definite outcome."""
-    topic = new_topic(kafka, partitions=2)
+    topic = new_topic(2)
     producer = SyncProducer(kafka.bootstrap_servers)
     producer.partitions_for(topic)
     accepted: list[Any] = []
@@ -305,8 +296,8 @@ def test_close_from_one_thread_while_others_send(kafka: KafkaCluster) -> None:
     assert refused[0] + len(accepted) >= 3  # each thread ended one way or the other
 
 
-def test_the_loop_task_does_not_outlive_close(kafka: KafkaCluster) -> None:
-    topic = new_topic(kafka)
+def test_the_loop_task_does_not_outlive_close(kafka: KafkaCluster, new_topic: NewTopic) -> None:
+    topic = new_topic()
     producer = SyncProducer(kafka.bootstrap_servers)
     producer.send_and_wait(topic, b"v")
     engine = producer._engine
