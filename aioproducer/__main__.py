@@ -21,7 +21,6 @@ import anyio
 from . import Producer, __version__
 from .accumulator import DeliveryHandle
 
-
 _DESCRIPTION = """\
 python -m aioproducer demo: produce a million records and report how it went.
 
