@@ -180,7 +180,8 @@ def _blocks(text: str) -> str:
         if line.lstrip().startswith(">>>"):
             block = []
             while i < len(lines) and lines[i].strip():
-                block.append(lines[i].strip())
+                # doctest directives are for the test runner, not the reader
+                block.append(re.sub(r"\s*# doctest:.*$", "", lines[i].strip()))
                 i += 1
             out += ["```pycon", *block, "```"]
             continue
