@@ -50,7 +50,7 @@ def test_help_is_plain_text_with_every_option_explained() -> None:
         assert "``" not in result.stdout and ":mod:" not in result.stdout
     options = result.stdout.split("options:", 1)[1]
     entries = re.split(r"\n  (?=-)", options.strip())
-    assert len(entries) == 9  # -h, and the eight of the demo
+    assert len(entries) == 10  # -h, and the nine of the demo
     for entry in entries:
         flags, _, text = entry.partition("  ")
         assert text.strip() or "\n" in entry, f"no help text for {flags}"
