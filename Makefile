@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest kafka-fetch bench clean
+.PHONY: demo test lint typecheck docs pytest kafka-fetch bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 kafka-fetch: $(STAMP)
@@ -31,10 +31,15 @@ typecheck: $(STAMP)
 pytest: $(STAMP) kafka-fetch
 	$(PY) -m pytest -p no:cacheprovider
 
-test: lint typecheck pytest
+# The documentation site, into site/; --strict turns a broken link, an unresolved reference
+# or a public name without a docstring into a failure.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+test: lint typecheck docs pytest
 
 bench: $(STAMP) kafka-fetch
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) site build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

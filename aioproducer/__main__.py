@@ -1,8 +1,8 @@
 """``python -m aioproducer demo``: produce a million records and report how it went.
 
 Without ``--bootstrap-servers`` it starts a local single-node Apache Kafka through
-:mod:`aioproducer.testing` (Java 17+ and Maven needed; the broker jars are fetched once),
-and stops it afterwards.
+:mod:`aioproducer.testing` and stops it afterwards (the ``--help`` text says the same
+without markup).
 """
 
 from __future__ import annotations
@@ -21,22 +21,63 @@ import anyio
 from . import Producer, __version__
 from .accumulator import DeliveryHandle
 
+_DESCRIPTION = """\
+python -m aioproducer demo: produce a million records and report how it went.
+
+Without --bootstrap-servers it starts a local single-node Apache Kafka (Java 17+ and
+Maven needed; the broker jars are fetched once) and stops it afterwards.
+"""
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m aioproducer", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m aioproducer",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"aioproducer {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="produce records and print a delivery summary")
-    demo.add_argument("--bootstrap-servers", help="an existing cluster (default: start one)")
-    demo.add_argument("--topic", default=None, help="topic (default: a new demo-* topic)")
-    demo.add_argument("--records", type=int, default=1_000_000)
-    demo.add_argument("--value-size", type=int, default=100)
-    demo.add_argument("--partitions", type=int, default=12)
-    demo.add_argument("--tasks", type=int, default=8, help="concurrent sending tasks")
-    demo.add_argument("--compression", default="none", help="none|gzip|snappy|lz4|zstd")
-    demo.add_argument("--linger-ms", type=float, default=5.0)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser(
+        "demo",
+        help="produce records and print a delivery summary",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     demo.add_argument(
-        "--backend", default="asyncio", choices=["asyncio", "uvloop", "trio"], help="event loop"
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="an existing Kafka cluster (default: start a local broker for this run)",
+    )
+    demo.add_argument("--topic", default=None, help="topic (default: a new demo-* topic)")
+    demo.add_argument(
+        "--records", type=int, default=1_000_000, help="how many records (default: 1000000)"
+    )
+    demo.add_argument(
+        "--value-size", type=int, default=100, help="bytes per record value (default: 100)"
+    )
+    demo.add_argument(
+        "--partitions",
+        type=int,
+        default=12,
+        help="partitions of the topic it creates on a local broker (default: 12)",
+    )
+    demo.add_argument("--tasks", type=int, default=8, help="concurrent sending tasks (default: 8)")
+    demo.add_argument(
+        "--compression",
+        default="none",
+        help="compression codec: none, gzip, snappy, lz4 or zstd (default: none)",
+    )
+    demo.add_argument(
+        "--linger-ms",
+        type=float,
+        default=5.0,
+        help="how long a batch waits for more records, in ms (default: 5)",
+    )
+    demo.add_argument(
+        "--backend",
+        default="asyncio",
+        choices=["asyncio", "uvloop", "trio"],
+        help="event loop (default: asyncio)",
     )
     return parser
 

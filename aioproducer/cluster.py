@@ -11,6 +11,8 @@ import dataclasses
 import logging
 import math
 import random
+import socket
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -31,6 +33,9 @@ from .errors import (
 )
 from .protocol.messages import MetadataRequest, MetadataResponse
 
+if sys.version_info < (3, 11):  # anyio depends on the backport there
+    from exceptiongroup import BaseExceptionGroup
+
 __all__ = ["Cluster", "ClusterSnapshot", "TopicInfo"]
 
 log = logging.getLogger("aioproducer.cluster")
@@ -39,6 +44,8 @@ _BOOTSTRAP_BASE = -1000  # node ids used for bootstrap addresses before metadata
 # Backoff "attempt number" used after an authentication failure: high enough that the
 # exponential backoff is at reconnect_backoff_max_ms for any sane base (50 ms * 2**31).
 _AUTH_BACKOFF_ATTEMPTS = 32
+# The plain warning about an address that cannot be reached is repeated at most this often.
+_UNREACHABLE_WARN_INTERVAL_S = 30.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,6 +96,7 @@ class Cluster:
         self.last_error: BaseException | None = None
         self.fatal_error: BaseException | None = None
         self._bootstrap_index = random.randrange(len(config.bootstrap_list))
+        self._unreachable = _UnreachableLog()
         #: Called with each new snapshot (the sender uses it to wake up).
         self.on_update: Callable[[], None] | None = None
 
@@ -181,6 +189,8 @@ class Cluster:
                 self.config.reconnect_backoff_max_ms / 1000,
             )
             log.debug("connecting to node %s failed: %s", node_id, exc)
+            if not isinstance(exc, AuthenticationError):
+                self._unreachable.failed(f"{address[0]}:{address[1]}", exc)
             if node_id >= 0:
                 # The broker may be gone for good and its partitions led elsewhere by now.
                 # Nothing else asks for metadata when no request was in flight to it (or
@@ -193,6 +203,7 @@ class Cluster:
             del self._connecting[node_id]
             event.set()
         self._connections[node_id] = conn
+        self._unreachable.connected(f"{address[0]}:{address[1]}")
         self._backoff_attempts.pop(node_id, None)
         self._backoff_until.pop(node_id, None)
         self._connect_errors.pop(node_id, None)
@@ -412,6 +423,69 @@ class Cluster:
         if info is None:
             return -1
         return info.leaders.get(partition, -1)
+
+
+class _UnreachableLog:
+    """One plain WARNING per unreachable address, then at most one per interval.
+
+    A producer retries a missing broker every second or so for as long as ``max_block_ms``
+    and ``delivery_timeout_ms`` allow; a line per attempt would bury the first one, the only
+    one that tells the user something new. Details of every attempt stay at DEBUG.
+    """
+
+    def __init__(self, interval: float = _UNREACHABLE_WARN_INTERVAL_S) -> None:
+        self._interval = interval
+        #: address -> (time of the last warning, failures since then not warned about)
+        self._state: dict[str, tuple[float, int]] = {}
+
+    def failed(self, address: str, exc: BaseException) -> None:
+        now = time.monotonic()
+        last = self._state.get(address)
+        if last is not None and now - last[0] < self._interval:
+            self._state[address] = (last[0], last[1] + 1)
+            return
+        self._state[address] = (now, 0)
+        reason, advice = _why_unreachable(exc)
+        repeats = ""
+        if last is not None and last[1]:
+            repeats = f" ({last[1]} more failed attempts since the last warning)"
+        log.warning("cannot connect to %s (%s): %s%s", address, reason, advice, repeats)
+
+    def connected(self, address: str) -> None:
+        if self._state.pop(address, None) is not None:
+            log.info("connected to %s", address)
+
+
+def _why_unreachable(exc: BaseException) -> tuple[str, str]:
+    """A short reason and what to check, in plain words, for a failed connection attempt."""
+    # The connection raises its own ConnectionError from the OSError (or TimeoutError)
+    # that caused it; anyio wraps the per-address errors of one attempt in turn.
+    causes: list[BaseException] = []
+    pending: list[BaseException | None] = [exc.__context__]
+    while pending and len(causes) < 16:
+        cause = pending.pop(0)
+        if cause is None:
+            continue
+        causes.append(cause)
+        pending.append(cause.__cause__)
+        if isinstance(cause, BaseExceptionGroup):
+            pending.extend(cause.exceptions)
+    for cause in causes:
+        if isinstance(cause, socket.gaierror):
+            return "unknown host name", "is the address in bootstrap_servers spelled right?"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused", "is Kafka running there?"
+    for cause in causes:
+        if isinstance(cause, TimeoutError):
+            return (
+                "no answer",
+                "is the host reachable from here (firewall, network), and is this the "
+                "address of a Kafka listener?",
+            )
+    for cause in causes:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower(), "is Kafka running there?"
+    return str(exc), "is Kafka running there, and is this the address of its listener?"
 
 
 def backoff(attempts: int, base: float, cap: float) -> float:

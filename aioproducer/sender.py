@@ -269,10 +269,16 @@ class Sender:
                 return False
             except KafkaError as exc:
                 attempts += 1
+                log.debug("InitProducerId failed (attempt %d), retrying: %s", attempts, exc)
                 # A fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a moment; only
-                # a persistent failure (nothing is sent meanwhile) deserves a warning.
-                level = logging.WARNING if attempts >= 5 else logging.DEBUG
-                log.log(level, "InitProducerId failed (attempt %d), retrying: %s", attempts, exc)
+                # a persistent failure (nothing is sent meanwhile) deserves a warning, and
+                # one is enough. An unreachable broker is reported by the cluster instead.
+                if attempts == 5 and not isinstance(exc, KafkaConnectionError):
+                    log.warning(
+                        "the cluster has not given this producer an id for idempotent "
+                        "writes yet (%s); nothing is sent until it does, still trying",
+                        exc,
+                    )
                 self.cluster.request_refresh()
                 # Batches keep expiring while the cluster is away.
                 self._expire(time.monotonic())

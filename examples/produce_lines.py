@@ -9,24 +9,30 @@ be valid JSON and is sent as it is; ``--key-field user`` keys each record by the
 ``user`` field, so all records of a user land on one partition, in input order. A progress
 bar is drawn on stderr when it is a terminal (``--quiet`` turns it off). The exit status
 is 1 if any record failed: the summary shows how many and the first error, for example a
-line longer than the producer's ``max_request_size`` (1 MiB by default).
+line longer than the producer's ``max_request_size`` (1 MiB by default). Ctrl-C stops
+reading; what was read is still delivered and summed up, and the exit status is 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import io
 import json
 import os
+import queue
+import signal
 import stat
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 from _local import add_broker_argument, kafka
 
@@ -46,6 +52,7 @@ class Summary:
     failed: int = 0
     per_partition: Counter[int] = field(default_factory=Counter)
     first_error: str | None = None
+    interrupted: bool = False
 
     def fail(self, line_no: int, error: BaseException) -> None:
         self.failed += 1
@@ -69,14 +76,18 @@ class Summary:
         print(f"partitions   {partitions or '-'}")
         if self.first_error:
             print(f"first error  {self.first_error}")
+        if self.interrupted:
+            print("stopped      by Ctrl-C; the rest of the input was not read")
 
 
 class LineReader:
-    """The lines of a file or pipe, read in chunks on a worker thread.
+    """The lines of a file or pipe, read in chunks on a thread of its own.
 
     The thread keeps the event loop, and so the producer, running while the input is slow;
-    ``read1`` returns what is available rather than waiting for a full chunk, so lines
-    arriving through a pipe are sent as they come.
+    ``os.read`` returns what is available rather than waiting for a full chunk, so lines
+    arriving through a pipe are sent as they come. The thread is a daemon and reads the
+    descriptor, not the buffered stream: a read waiting on a quiet pipe when the user
+    presses Ctrl-C can be left behind without holding up the exit or the stream's close.
     """
 
     def __init__(self, stream: io.BufferedReader) -> None:
@@ -84,15 +95,32 @@ class LineReader:
         info = os.fstat(stream.fileno())
         self.size = info.st_size if stat.S_ISREG(info.st_mode) else None
         self.bytes_read = 0
+        self._chunks: queue.Queue[bytes] = queue.Queue(maxsize=4)
+        self._stopped = False
 
-    async def lines(self) -> AsyncIterator[bytes]:
+    def _read(self) -> None:
+        fd = self._stream.fileno()
+        while chunk := os.read(fd, 1 << 16):
+            self._chunks.put(chunk)
+        self._chunks.put(b"")
+
+    def stop(self) -> None:
+        """End :meth:`lines` now, even if the input is a pipe that stays open and quiet."""
+        self._stopped = True
+        with contextlib.suppress(queue.Full):  # a full queue: the next get does not wait
+            self._chunks.put_nowait(b"")
+
+    async def lines(self) -> AsyncGenerator[bytes, None]:
+        threading.Thread(target=self._read, name="line-reader", daemon=True).start()
         rest = b""
-        while chunk := await anyio.to_thread.run_sync(self._stream.read1, 1 << 16):
+        while chunk := await anyio.to_thread.run_sync(self._chunks.get):
+            if self._stopped:
+                return  # what is left of an interrupted input is not sent
             self.bytes_read += len(chunk)
             *complete, rest = (rest + chunk).split(b"\n")
             for line in complete:
                 yield line.removesuffix(b"\r")
-        if rest:
+        if rest and not self._stopped:
             yield rest.removesuffix(b"\r")
 
 
@@ -143,14 +171,30 @@ def to_record(line: bytes, key_field: str | None) -> tuple[str | None, bytes]:
     return json.dumps(key, separators=(",", ":")), line
 
 
-async def produce(
-    args: argparse.Namespace, stream: io.BufferedReader, bootstrap_servers: str
-) -> Summary:
-    summary = Summary()
-    reader = LineReader(stream)
-    progress = None if args.quiet or not sys.stderr.isatty() else Progress(summary, reader)
-    async with Producer(bootstrap_servers, client_id="produce-lines") as producer:
-        async for line in reader.lines():
+async def stop_reading_on_ctrl_c(
+    reader: LineReader,
+    summary: Summary,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Turn the first Ctrl-C into the end of the input (a second one interrupts at once)."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            summary.interrupted = True
+            reader.stop()
+            return
+
+
+async def send_lines(
+    producer: Producer,
+    reader: LineReader,
+    args: argparse.Namespace,
+    summary: Summary,
+    progress: Progress | None,
+) -> None:
+    async with contextlib.aclosing(reader.lines()) as lines:
+        async for line in lines:
             if progress:
                 progress.update()
             if args.json and not line.strip():
@@ -158,13 +202,26 @@ async def produce(
             summary.lines += 1
             try:
                 key, value = to_record(line, args.key_field) if args.json else (None, line)
-                # send() returns as soon as the record is buffered; outcomes arrive
-                # through the callback, a whole batch at a time.
+                # send() returns as soon as the record is buffered; outcomes arrive through
+                # the callback, a whole batch at a time.
                 handle = await producer.send(args.topic, value, key=key)
             except (InputError, RecordTooLargeError) as exc:
                 summary.fail(summary.lines, exc)  # this line alone fails
                 continue
             handle.add_done_callback(functools.partial(summary.on_done, summary.lines))
+
+
+async def produce(
+    args: argparse.Namespace, stream: io.BufferedReader, bootstrap_servers: str
+) -> Summary:
+    summary = Summary()
+    reader = LineReader(stream)
+    progress = None if args.quiet or not sys.stderr.isatty() else Progress(summary, reader)
+    async with Producer(bootstrap_servers, client_id="produce-lines") as producer:
+        async with anyio.create_task_group() as tg:
+            await tg.start(stop_reading_on_ctrl_c, reader, summary)
+            await send_lines(producer, reader, args, summary, progress)
+            tg.cancel_scope.cancel()  # the input has ended: stop watching for Ctrl-C
         await producer.flush()
     if progress:
         progress.finish()
@@ -195,8 +252,14 @@ def main() -> None:
         except KafkaError as exc:  # no broker reachable, the topic does not exist, ...
             sys.exit(f"error: {exc}")
     summary.report(args.topic)
+    if summary.interrupted:
+        sys.exit(128 + signal.SIGINT)  # what a shell expects of a program ended by Ctrl-C
     sys.exit(1 if summary.failed else 0)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # before the producer ran (starting the local broker), or twice
+        print("interrupted", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)

@@ -42,7 +42,10 @@ async def device(
     if acks.cancelled_caught:
         print(f"{name}: {len(handles)} readings, not all acknowledged within 10 s")
     elif handles:
-        where = f"partition {handles[0].partition}, offsets {offsets[0]}..{offsets[-1]}"
+        where = f"partition {handles[0].partition}, offsets {offsets[0]} to {offsets[-1]}"
+        if offsets[-1] - offsets[0] + 1 > len(offsets):
+            # Devices whose keys hash to the same partition take turns in its offsets.
+            where += " (shared with other devices)"
         print(f"{name}: {len(handles)} readings -> {where}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -35,3 +36,21 @@ def test_demo_against_an_existing_broker_delivers_everything(kafka: KafkaCluster
     assert "delivered            20,000" in result.stdout
     assert "failed               0" in result.stdout
     assert sum(topic_end_offsets(kafka.bootstrap_servers, topic).values()) == 20000
+
+
+def test_help_is_plain_text_with_every_option_explained() -> None:
+    for args in (["--help"], ["demo", "--help"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "aioproducer", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "``" not in result.stdout and ":mod:" not in result.stdout
+    options = result.stdout.split("options:", 1)[1]
+    entries = re.split(r"\n  (?=-)", options.strip())
+    assert len(entries) == 10  # -h, and the nine of the demo
+    for entry in entries:
+        flags, _, text = entry.partition("  ")
+        assert text.strip() or "\n" in entry, f"no help text for {flags}"

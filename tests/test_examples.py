@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from aioproducer.testing import KafkaCluster
-from aioproducer.testing.verify import ConsumedRecord, consume_all
+from aioproducer.testing.verify import ConsumedRecord, consume_all, topic_end_offsets
 
 if TYPE_CHECKING:
     from conftest import NewTopic
@@ -160,6 +160,42 @@ def test_produce_lines_json_input_errors_fail_alone(
         (b"a", b'{"id": "a"}'),
         (b"b", b'{"id": "b"}'),
     ]
+
+
+def test_produce_lines_sums_up_on_ctrl_c(kafka: KafkaCluster, new_topic: NewTopic) -> None:
+    topic = new_topic(1)
+    command = [sys.executable, str(EXAMPLES / "produce_lines.py"), "--topic", topic]
+    command += ["--bootstrap-servers", kafka.bootstrap_servers]
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdin is not None
+        process.stdin.write("".join(f"line-{i}\n" for i in range(5)))
+        process.stdin.flush()  # and the pipe stays open: the example waits for more
+        deadline = time.monotonic() + 30
+        while sum(topic_end_offsets(kafka.bootstrap_servers, topic).values()) < 5:
+            assert time.monotonic() < deadline, "the lines were not delivered within 30 s"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        # Not communicate(): it would close stdin, and end the input without any Ctrl-C.
+        process.wait(timeout=30)
+        assert process.stdout is not None and process.stderr is not None
+        output, errors = process.stdout.read(), process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    records = consume_all(kafka.bootstrap_servers, topic, expected=5)
+    assert [r.value for r in records] == [f"line-{i}".encode() for i in range(5)]
+    assert process.returncode == 130, output + errors
+    assert "Traceback" not in errors, errors
+    assert "delivered    5 of 5 lines" in output
+    assert "stopped      by Ctrl-C" in output
 
 
 # -- loadgen.py ------------------------------------------------------------------------------
