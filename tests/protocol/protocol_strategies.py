@@ -13,20 +13,31 @@ from typing import Any
 from hypothesis import strategies as st
 
 from aioproducer.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTransaction,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
+    Coordinator,
     CreatableTopic,
     CreatableTopicConfigResult,
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     FetchTopic,
     FetchTopicResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsPartition,
@@ -47,6 +58,9 @@ from aioproducer.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
     TopicMetadata,
+    TxnOffsetCommitPartition,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from aioproducer.protocol.versions import CODEC_VERSIONS
 
@@ -335,6 +349,98 @@ def list_offsets_response(v: int) -> st.SearchStrategy[ListOffsetsResponse]:
     return st.builds(ListOffsetsResponse, st.lists(topic, **SMALL), when(v >= 2, INT32, 0))
 
 
+# -- Transactions --------------------------------------------------------------------------------
+
+
+def find_coordinator_request(v: int) -> st.SearchStrategy[FindCoordinatorRequest]:
+    return st.builds(
+        FindCoordinatorRequest,
+        when(v <= 3, TEXT, ""),
+        when(v >= 1, INT8, 0),
+        when(v >= 4, st.lists(TEXT, **SMALL), []),
+    )
+
+
+def find_coordinator_response(v: int) -> st.SearchStrategy[FindCoordinatorResponse]:
+    coordinator = st.builds(Coordinator, TEXT, INT32, TEXT, INT32, INT16, NTEXT)
+    old = v <= 3
+    return st.builds(
+        FindCoordinatorResponse,
+        when(v >= 1, INT32, 0),
+        when(old, INT16, 0),
+        when(1 <= v <= 3, NTEXT, None),
+        when(old, INT32, -1),
+        when(old, TEXT, ""),
+        when(old, INT32, -1),
+        when(v >= 4, st.lists(coordinator, **SMALL), []),
+    )
+
+
+TOPIC_PARTITIONS = st.lists(st.tuples(TEXT, INT32S), **SMALL)
+TOPIC_ERRORS = st.lists(st.tuples(TEXT, st.lists(st.tuples(INT32, INT16), **SMALL)), **SMALL)
+
+
+def add_partitions_to_txn_request(v: int) -> st.SearchStrategy[AddPartitionsToTxnRequest]:
+    old = v <= 3
+    transaction = st.builds(
+        AddPartitionsToTxnTransaction, TEXT, INT64, INT16, st.booleans(), TOPIC_PARTITIONS
+    )
+    return st.builds(
+        AddPartitionsToTxnRequest,
+        when(old, TEXT, ""),
+        when(old, INT64, -1),
+        when(old, INT16, -1),
+        when(old, TOPIC_PARTITIONS, []),
+        when(v >= 4, st.lists(transaction, **SMALL), []),
+    )
+
+
+def add_partitions_to_txn_response(v: int) -> st.SearchStrategy[AddPartitionsToTxnResponse]:
+    result = st.builds(AddPartitionsToTxnResult, TEXT, TOPIC_ERRORS)
+    return st.builds(
+        AddPartitionsToTxnResponse,
+        INT32,
+        when(v >= 4, INT16, 0),
+        when(v >= 4, st.lists(result, **SMALL), []),
+        when(v <= 3, TOPIC_ERRORS, []),
+    )
+
+
+def add_offsets_to_txn_request(v: int) -> st.SearchStrategy[AddOffsetsToTxnRequest]:
+    return st.builds(AddOffsetsToTxnRequest, TEXT, INT64, INT16, TEXT)
+
+
+def add_offsets_to_txn_response(v: int) -> st.SearchStrategy[AddOffsetsToTxnResponse]:
+    return st.builds(AddOffsetsToTxnResponse, INT32, INT16)
+
+
+def end_txn_request(v: int) -> st.SearchStrategy[EndTxnRequest]:
+    return st.builds(EndTxnRequest, TEXT, INT64, INT16, st.booleans())
+
+
+def end_txn_response(v: int) -> st.SearchStrategy[EndTxnResponse]:
+    return st.builds(EndTxnResponse, INT32, INT16, when(v >= 5, INT64, -1), when(v >= 5, INT16, -1))
+
+
+def txn_offset_commit_request(v: int) -> st.SearchStrategy[TxnOffsetCommitRequest]:
+    partition = st.builds(TxnOffsetCommitPartition, INT32, INT64, when(v >= 2, INT32, -1), NTEXT)
+    return st.builds(
+        TxnOffsetCommitRequest,
+        TEXT,
+        TEXT,
+        INT64,
+        INT16,
+        st.lists(st.tuples(TEXT, st.lists(partition, **SMALL)), **SMALL),
+        when(v >= 3, INT32, -1),
+        when(v >= 3, TEXT, ""),
+        when(v >= 3, NTEXT, None),
+    )
+
+
+def txn_offset_commit_response(v: int) -> st.SearchStrategy[TxnOffsetCommitResponse]:
+    return st.builds(TxnOffsetCommitResponse, INT32, TOPIC_ERRORS)
+
+
 StrategyFor = Callable[[int], st.SearchStrategy[Any]]
 
 #: (request class, request strategy, response strategy) for every implemented API.
@@ -348,6 +454,11 @@ APIS: list[tuple[type[Request[Any]], StrategyFor, StrategyFor]] = [
     (CreateTopicsRequest, create_topics_request, create_topics_response),
     (FetchRequest, fetch_request, fetch_response),
     (ListOffsetsRequest, list_offsets_request, list_offsets_response),
+    (FindCoordinatorRequest, find_coordinator_request, find_coordinator_response),
+    (AddPartitionsToTxnRequest, add_partitions_to_txn_request, add_partitions_to_txn_response),
+    (AddOffsetsToTxnRequest, add_offsets_to_txn_request, add_offsets_to_txn_response),
+    (EndTxnRequest, end_txn_request, end_txn_response),
+    (TxnOffsetCommitRequest, txn_offset_commit_request, txn_offset_commit_response),
 ]
 
 

@@ -218,7 +218,24 @@ def _claims() -> list[tuple[str, Callable[[], object]]]:
     huge_count = bytes(batch[:57]) + _int32(_GIB2) + bytes(batch[61:])
     huge_length = bytes(batch[:8]) + _int32(_GIB2) + bytes(batch[12:])
     request = _int32(0)[:2] + b"\x00\x03" + _int32(1) + b"\x7f\xff" + tail
-    from aioproducer.protocol.messages import MetadataRequest, ProduceRequest
+    huge_uvarint = b"\xff\xff\xff\xff\x0f"
+    find_coordinator_v4 = _int32(7) + b"\x00" + _int32(0) + huge_uvarint + tail
+    add_partitions_v0 = _int32(7) + _int32(0) + _int32(_GIB2) + tail
+    txn_id_and_producer = b"\x00\x02tx" + bytes(10)  # producer id and epoch
+    add_partitions_request = (
+        b"\x00\x18\x00\x00" + _int32(1) + b"\x00\x01c"  # header v1
+        + txn_id_and_producer + _int32(1) + b"\x00\x01t" + _int32(_GIB2) + tail
+    )  # fmt: skip
+    txn_offset_commit_request = (
+        b"\x00\x1c\x00\x00" + _int32(1) + b"\x00\x01c"
+        + b"\x00\x02tx\x00\x01g" + bytes(10) + _int32(_GIB2) + tail
+    )  # fmt: skip
+    from aioproducer.protocol.messages import (
+        AddPartitionsToTxnRequest,
+        FindCoordinatorRequest,
+        MetadataRequest,
+        ProduceRequest,
+    )
 
     return [
         ("metadata v1 brokers", lambda: framing.decode_response(MetadataRequest, 1, metadata_v1)),
@@ -234,6 +251,22 @@ def _claims() -> list[tuple[str, Callable[[], object]]]:
         ("batch record count", lambda: decode_batches(huge_count, verify_crc=False)),
         ("batch length", lambda: decode_batches(huge_length, verify_crc=False)),
         ("request client id", lambda: framing.decode_request(request)),
+        (
+            "find coordinator v4 coordinators",
+            lambda: framing.decode_response(FindCoordinatorRequest, 4, find_coordinator_v4),
+        ),
+        (
+            "add partitions to txn v0 results",
+            lambda: framing.decode_response(AddPartitionsToTxnRequest, 0, add_partitions_v0),
+        ),
+        (
+            "add partitions to txn v0 request partitions",
+            lambda: framing.decode_request(add_partitions_request),
+        ),
+        (
+            "txn offset commit v0 request topics",
+            lambda: framing.decode_request(txn_offset_commit_request),
+        ),
         ("reader bytes", lambda: Reader(_int32(_GIB2) + tail).bytes_()),
         ("reader string", lambda: Reader(b"\x7f\xff" + tail).string()),
         ("reader compact bytes", lambda: Reader(b"\xff\xff\xff\xff\x0f" + tail).compact_bytes()),

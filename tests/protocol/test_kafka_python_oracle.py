@@ -23,13 +23,21 @@ from protocol_strategies import StrategyFor, all_versions
 
 from aioproducer.protocol.framing import decode_response, encode_request
 from aioproducer.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
@@ -44,6 +52,8 @@ from aioproducer.protocol.messages import (
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
@@ -64,6 +74,11 @@ K_CLASSES: dict[type[Any], tuple[Any, Any]] = {
     CreateTopicsRequest: (k_admin.CreateTopicsRequest, k_admin.CreateTopicsResponse),
     FetchRequest: (k_consumer.FetchRequest, k_consumer.FetchResponse),
     ListOffsetsRequest: (k_consumer.ListOffsetsRequest, k_consumer.ListOffsetsResponse),
+    FindCoordinatorRequest: (k_metadata.FindCoordinatorRequest, k_metadata.FindCoordinatorResponse),
+    AddPartitionsToTxnRequest: (k_txn.AddPartitionsToTxnRequest, k_txn.AddPartitionsToTxnResponse),
+    AddOffsetsToTxnRequest: (k_txn.AddOffsetsToTxnRequest, k_txn.AddOffsetsToTxnResponse),
+    EndTxnRequest: (k_txn.EndTxnRequest, k_txn.EndTxnResponse),
+    TxnOffsetCommitRequest: (k_txn.TxnOffsetCommitRequest, k_txn.TxnOffsetCommitResponse),
 }
 
 NO_OPERATIONS = -(2**31)
@@ -94,6 +109,22 @@ def build(klass: Any, version: int, values: dict[str, Any]) -> Any:
 
 def broker_dict(b: BrokerMetadata) -> dict[str, Any]:
     return {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+
+
+def topic_partitions(topics: list[tuple[str, list[int]]]) -> list[dict[str, Any]]:
+    return [{"name": name, "partitions": parts} for name, parts in topics]
+
+
+def topic_errors(
+    topics: list[tuple[str, list[tuple[int, int]]]], partitions: str, error: str
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": name,
+            partitions: [{"partition_index": i, error: code} for i, code in parts],
+        }
+        for name, parts in topics
+    ]
 
 
 def request_fields(request: Request[Any], v: int) -> dict[str, Any]:
@@ -203,6 +234,72 @@ def request_fields(request: Request[Any], v: int) -> dict[str, Any]:
                 for name, parts in request.topics
             ],
             "timeout_ms": request.timeout_ms,
+        }
+    if isinstance(request, FindCoordinatorRequest):
+        return {
+            "key": request.key,
+            "key_type": request.key_type,
+            "coordinator_keys": request.coordinator_keys,
+        }
+    if isinstance(request, AddPartitionsToTxnRequest):
+        # Only the fields of this version: the absent ones default differently (0 vs -1).
+        if v >= 4:
+            return {
+                "transactions": [
+                    {
+                        "transactional_id": t.transactional_id,
+                        "producer_id": t.producer_id,
+                        "producer_epoch": t.producer_epoch,
+                        "verify_only": t.verify_only,
+                        "topics": topic_partitions(t.topics),
+                    }
+                    for t in request.transactions
+                ]
+            }
+        return {
+            "v3_and_below_transactional_id": request.v3_and_below_transactional_id,
+            "v3_and_below_producer_id": request.v3_and_below_producer_id,
+            "v3_and_below_producer_epoch": request.v3_and_below_producer_epoch,
+            "v3_and_below_topics": topic_partitions(request.v3_and_below_topics),
+        }
+    if isinstance(request, AddOffsetsToTxnRequest):
+        return {
+            "transactional_id": request.transactional_id,
+            "producer_id": request.producer_id,
+            "producer_epoch": request.producer_epoch,
+            "group_id": request.group_id,
+        }
+    if isinstance(request, EndTxnRequest):
+        return {
+            "transactional_id": request.transactional_id,
+            "producer_id": request.producer_id,
+            "producer_epoch": request.producer_epoch,
+            "committed": request.committed,
+        }
+    if isinstance(request, TxnOffsetCommitRequest):
+        return {
+            "transactional_id": request.transactional_id,
+            "group_id": request.group_id,
+            "producer_id": request.producer_id,
+            "producer_epoch": request.producer_epoch,
+            "generation_id": request.generation_id,
+            "member_id": request.member_id,
+            "group_instance_id": request.group_instance_id,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "committed_offset": p.committed_offset,
+                            "committed_leader_epoch": p.committed_leader_epoch,
+                            "committed_metadata": p.committed_metadata,
+                        }
+                        for p in parts
+                    ],
+                }
+                for name, parts in request.topics
+            ],
         }
     raise AssertionError(type(request))
 
@@ -388,6 +485,56 @@ def response_fields(response: Response, v: int) -> dict[str, Any]:
                 }
                 for t in response.topics
             ],
+        }
+    if isinstance(response, FindCoordinatorResponse):
+        return {
+            "throttle_time_ms": response.throttle_time_ms,
+            "error_code": response.error_code,
+            "error_message": response.error_message,
+            "node_id": response.node_id,
+            "host": response.host,
+            "port": response.port,
+            "coordinators": [
+                {
+                    "key": c.key,
+                    "node_id": c.node_id,
+                    "host": c.host,
+                    "port": c.port,
+                    "error_code": c.error_code,
+                    "error_message": c.error_message,
+                }
+                for c in response.coordinators
+            ],
+        }
+    if isinstance(response, AddPartitionsToTxnResponse):
+        by_partition = ("results_by_partition", "partition_error_code")
+        return {
+            "throttle_time_ms": response.throttle_time_ms,
+            "error_code": response.error_code,
+            "results_by_transaction": [
+                {
+                    "transactional_id": r.transactional_id,
+                    "topic_results": topic_errors(r.topic_results, *by_partition),
+                }
+                for r in response.results_by_transaction
+            ],
+            "results_by_topic_v3_and_below": topic_errors(
+                response.results_by_topic_v3_and_below, *by_partition
+            ),
+        }
+    if isinstance(response, AddOffsetsToTxnResponse):
+        return {"throttle_time_ms": response.throttle_time_ms, "error_code": response.error_code}
+    if isinstance(response, EndTxnResponse):
+        return {
+            "throttle_time_ms": response.throttle_time_ms,
+            "error_code": response.error_code,
+            "producer_id": response.producer_id,
+            "producer_epoch": response.producer_epoch,
+        }
+    if isinstance(response, TxnOffsetCommitResponse):
+        return {
+            "throttle_time_ms": response.throttle_time_ms,
+            "topics": topic_errors(response.topics, "partitions", "error_code"),
         }
     raise AssertionError(type(response))
 

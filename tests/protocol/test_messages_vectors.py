@@ -16,13 +16,25 @@ from aioproducer.protocol.framing import (
     encode_response,
 )
 from aioproducer.protocol.messages import (
+    KEY_TYPE_TRANSACTION,
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTransaction,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
+    Coordinator,
     CreatableTopic,
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     MetadataRequest,
@@ -39,6 +51,9 @@ from aioproducer.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
     TopicMetadata,
+    TxnOffsetCommitPartition,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from aioproducer.protocol.messages.api_versions import software_version
 
@@ -439,3 +454,190 @@ def test_metadata_request_by_topic_id_rejected() -> None:
     )  # fmt: skip
     with pytest.raises(ProtocolError, match="topic id"):
         decode_request(payload)
+
+
+# -- Transactions --------------------------------------------------------------------------------
+
+TX = "7478"  # "tx"
+PID_1000 = "00000000000003e8"
+
+
+def test_find_coordinator_v1_request() -> None:
+    frame = h(
+        "00000011",
+        "000a", "0001", "00000001", "000163",  # header v1
+        "0003", "74786e",  # key "txn"
+        "01",  # key type: transaction
+    )  # fmt: skip
+    check_request(FindCoordinatorRequest("txn", KEY_TYPE_TRANSACTION), 1, 1, frame)
+
+
+def test_find_coordinator_v4_request_batches_keys() -> None:
+    frame = h(
+        "00000013",
+        "000a", "0004", "00000002", "000163", "00",  # header v2
+        "01",  # key type: transaction (the single key is gone from v4)
+        "02", "04", "74786e",  # coordinator keys ["txn"]
+        "00",
+    )  # fmt: skip
+    request = FindCoordinatorRequest(key_type=KEY_TYPE_TRANSACTION, coordinator_keys=["txn"])
+    check_request(request, 4, 2, frame)
+    # A v4 request has no single key: one set there is not sent.
+    assert encode_request(FindCoordinatorRequest("ignored", 1, ["txn"]), 4, 2, "c") == frame
+
+
+def test_find_coordinator_responses() -> None:
+    v0 = h("00000001", "0000", "00000001", "0001", "62", "00002384")  # node 1 at b:9092
+    check_response(FindCoordinatorRequest, 0, v0, FindCoordinatorResponse(0, 0, None, 1, "b", 9092))
+    v2 = h(
+        "00000001",
+        "00000064",  # throttle 100
+        "000f", "0001", "78",  # COORDINATOR_NOT_AVAILABLE, message "x"
+        "ffffffff", "0000", "ffffffff",  # no node, host "", port -1
+    )  # fmt: skip
+    check_response(FindCoordinatorRequest, 2, v2, FindCoordinatorResponse(100, 15, "x"))
+    v4 = h(
+        "00000002", "00",  # header v1
+        "00000000",
+        "02",  # one coordinator
+        "04", "74786e", "00000001", "02", "62", "00002384", "0000", "00", "00",
+        "00",
+    )  # fmt: skip
+    expected = FindCoordinatorResponse(coordinators=[Coordinator("txn", 1, "b", 9092)])
+    check_response(FindCoordinatorRequest, 4, v4, expected)
+
+
+def test_add_partitions_to_txn_v0() -> None:
+    frame = h(
+        "0000002c",
+        "0018", "0000", "00000003", "000163",
+        "0002", TX, PID_1000, "0002",  # "tx", producer id 1000, epoch 2
+        "00000001", "0001", "74", "00000002", "00000000", "00000001",  # t: [0, 1]
+    )  # fmt: skip
+    check_request(AddPartitionsToTxnRequest("tx", 1000, 2, [("t", [0, 1])]), 0, 3, frame)
+    payload = h(
+        "00000003",
+        "00000000",
+        "00000001", "0001", "74",
+        "00000002", "00000000", "0000", "00000001", "0033",  # partition 1: CONCURRENT_TRANSACTIONS
+    )  # fmt: skip
+    expected = AddPartitionsToTxnResponse(results_by_topic_v3_and_below=[("t", [(0, 0), (1, 51)])])
+    check_response(AddPartitionsToTxnRequest, 0, payload, expected)
+
+
+def test_add_partitions_to_txn_v3() -> None:
+    frame = h(
+        "00000027",
+        "0018", "0003", "00000004", "000163", "00",
+        "03", TX, PID_1000, "0002",
+        "02", "02", "74", "03", "00000000", "00000001", "00",  # t: [0, 1]
+        "00",
+    )  # fmt: skip
+    check_request(AddPartitionsToTxnRequest("tx", 1000, 2, [("t", [0, 1])]), 3, 4, frame)
+
+
+def test_add_partitions_to_txn_v4_is_the_batched_form() -> None:
+    frame = h(
+        "00000026",
+        "0018", "0004", "00000005", "000163", "00",
+        "02",  # one transaction
+        "03", TX, PID_1000, "0002", "01",  # verify only
+        "02", "02", "74", "02", "00000000", "00",  # t: [0]
+        "00",  # transaction tags
+        "00",
+    )  # fmt: skip
+    txn = AddPartitionsToTxnTransaction("tx", 1000, 2, True, [("t", [0])])
+    check_request(AddPartitionsToTxnRequest(transactions=[txn]), 4, 5, frame)
+    payload = h(
+        "00000005", "00",
+        "00000000", "0000",
+        "02", "03", TX,  # results for "tx"
+        "02", "02", "74", "02", "00000000", "0000", "00", "00",  # t: partition 0 ok
+        "00",
+        "00",
+    )  # fmt: skip
+    expected = AddPartitionsToTxnResponse(
+        results_by_transaction=[AddPartitionsToTxnResult("tx", [("t", [(0, 0)])])]
+    )
+    check_response(AddPartitionsToTxnRequest, 4, payload, expected)
+
+
+def test_add_offsets_to_txn() -> None:
+    v0 = h("0000001c", "0019", "0000", "00000006", "000163", "0002", TX, PID_1000, "0002", "000167")
+    check_request(AddOffsetsToTxnRequest("tx", 1000, 2, "g"), 0, 6, v0)
+    v3 = h(
+        "0000001c",
+        "0019", "0003", "00000007", "000163", "00",
+        "03", TX, PID_1000, "0002", "0267", "00",
+    )  # fmt: skip
+    check_request(AddOffsetsToTxnRequest("tx", 1000, 2, "g"), 3, 7, v3)
+    check_response(
+        AddOffsetsToTxnRequest, 0, h("00000006", "00000000", "0000"), AddOffsetsToTxnResponse()
+    )
+    check_response(
+        AddOffsetsToTxnRequest,
+        3,
+        h("00000007", "00", "00000000", "0030", "00"),
+        AddOffsetsToTxnResponse(0, 48),
+    )
+
+
+def test_end_txn_v0() -> None:
+    frame = h("0000001a", "001a", "0000", "00000008", "000163", "0002", TX, PID_1000, "0002", "01")
+    check_request(EndTxnRequest("tx", 1000, 2, True), 0, 8, frame)
+    check_response(EndTxnRequest, 0, h("00000008", "00000000", "0000"), EndTxnResponse())
+
+
+def test_end_txn_v5_returns_the_bumped_epoch() -> None:
+    frame = h(
+        "0000001b",
+        "001a", "0005", "00000009", "000163", "00",
+        "03", TX, PID_1000, "0002", "00",  # abort
+        "00",
+    )  # fmt: skip
+    check_request(EndTxnRequest("tx", 1000, 2, False), 5, 9, frame)
+    payload = h("00000009", "00", "00000000", "0000", PID_1000, "0003", "00")
+    check_response(EndTxnRequest, 5, payload, EndTxnResponse(0, 0, 1000, 3))
+    # v4 has no producer fields: they read as -1.
+    payload = h("00000009", "00", "00000000", "0030", "00")
+    check_response(EndTxnRequest, 4, payload, EndTxnResponse(0, 48))
+
+
+def test_txn_offset_commit_v2() -> None:
+    frame = h(
+        "00000039",
+        "001c", "0002", "0000000a", "000163",
+        "0002", TX, "000167", PID_1000, "0002",  # "tx", group "g", producer id, epoch
+        "00000001", "000174",
+        "00000001", "00000000", "000000000000002a", "00000005", "ffff",  # 0 @ 42, epoch 5
+    )  # fmt: skip
+    request = TxnOffsetCommitRequest(
+        "tx", "g", 1000, 2, [("t", [TxnOffsetCommitPartition(0, 42, 5)])]
+    )
+    check_request(request, 2, 10, frame)
+    payload = h("0000000a", "00000000", "00000001", "000174", "00000001", "00000000", "0000")
+    check_response(
+        TxnOffsetCommitRequest, 2, payload, TxnOffsetCommitResponse(0, [("t", [(0, 0)])])
+    )
+
+
+def test_txn_offset_commit_v3() -> None:
+    frame = h(
+        "0000003c",
+        "001c", "0003", "0000000b", "000163", "00",
+        "03", TX, "0267", PID_1000, "0002",
+        "00000007", "026d", "00",  # generation 7, member "m", no instance id
+        "02", "0274",
+        "02", "00000000", "000000000000002a", "00000005", "036d64", "00",  # metadata "md"
+        "00",
+        "00",
+    )  # fmt: skip
+    partition = TxnOffsetCommitPartition(0, 42, 5, "md")
+    request = TxnOffsetCommitRequest("tx", "g", 1000, 2, [("t", [partition])], 7, "m")
+    check_request(request, 3, 11, frame)
+    payload = h(
+        "0000000b", "00", "00000000", "02", "0274", "02", "00000000", "0000", "00", "00", "00"
+    )
+    check_response(
+        TxnOffsetCommitRequest, 3, payload, TxnOffsetCommitResponse(0, [("t", [(0, 0)])])
+    )

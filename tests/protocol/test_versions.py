@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from aioproducer import Producer
 from aioproducer.errors import UnsupportedVersionError
-from aioproducer.protocol.versions import CLIENT_VERSIONS, ApiKey, is_flexible, negotiate_versions
+from aioproducer.protocol.versions import (
+    CLIENT_VERSIONS,
+    CODEC_VERSIONS,
+    ApiKey,
+    is_flexible,
+    negotiate_versions,
+)
+from aioproducer.testing import FakeCluster
+from aioproducer.testing.fake import ADVERTISED_VERSIONS
+
+TRANSACTION_APIS = {
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.TXN_OFFSET_COMMIT,
+}
 
 # What a 4.3.1 broker advertises by default (Produce min 0 is the KAFKA-18659 workaround).
 BROKER_431 = {
@@ -13,10 +32,15 @@ BROKER_431 = {
     1: (4, 18),
     2: (1, 11),
     3: (0, 13),
+    10: (0, 6),
     17: (0, 1),
     18: (0, 4),
     19: (2, 7),
     22: (0, 5),
+    24: (0, 5),
+    25: (0, 4),
+    26: (0, 5),
+    28: (0, 5),
     36: (0, 2),
     60: (0, 2),
 }
@@ -28,10 +52,15 @@ def test_api_key_values() -> None:
         ("FETCH", 1),
         ("LIST_OFFSETS", 2),
         ("METADATA", 3),
+        ("FIND_COORDINATOR", 10),
         ("SASL_HANDSHAKE", 17),
         ("API_VERSIONS", 18),
         ("CREATE_TOPICS", 19),
         ("INIT_PRODUCER_ID", 22),
+        ("ADD_PARTITIONS_TO_TXN", 24),
+        ("ADD_OFFSETS_TO_TXN", 25),
+        ("END_TXN", 26),
+        ("TXN_OFFSET_COMMIT", 28),
         ("SASL_AUTHENTICATE", 36),
     ]
 
@@ -45,7 +74,21 @@ def test_client_versions() -> None:
         ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
         ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 5),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     }
+
+
+def test_add_partitions_to_txn_decodes_the_broker_versions_too() -> None:
+    # v4+ is the batched broker-to-broker form: decodable, never sent by the client.
+    assert CODEC_VERSIONS[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 5)
+    assert all(
+        CODEC_VERSIONS[key] == CLIENT_VERSIONS[key]
+        for key in TRANSACTION_APIS - {ApiKey.ADD_PARTITIONS_TO_TXN}
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,6 +102,11 @@ def test_client_versions() -> None:
         (ApiKey.CREATE_TOPICS, 5),
         (ApiKey.INIT_PRODUCER_ID, 2),
         (ApiKey.SASL_AUTHENTICATE, 2),
+        (ApiKey.FIND_COORDINATOR, 3),
+        (ApiKey.ADD_PARTITIONS_TO_TXN, 3),
+        (ApiKey.ADD_OFFSETS_TO_TXN, 3),
+        (ApiKey.END_TXN, 3),
+        (ApiKey.TXN_OFFSET_COMMIT, 3),
     ],
 )
 def test_is_flexible(api_key: ApiKey, first_flexible: int) -> None:
@@ -85,6 +133,11 @@ def test_negotiate_with_431_broker() -> None:
         ApiKey.SASL_HANDSHAKE: 1,
         ApiKey.SASL_AUTHENTICATE: 2,
         ApiKey.CREATE_TOPICS: 7,
+        ApiKey.FIND_COORDINATOR: 6,
+        ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+        ApiKey.ADD_OFFSETS_TO_TXN: 4,
+        ApiKey.END_TXN: 5,
+        ApiKey.TXN_OFFSET_COMMIT: 5,
     }
 
 
@@ -120,3 +173,34 @@ def test_negotiate_no_overlap_raises() -> None:
 def test_negotiate_no_overlap_above() -> None:
     with pytest.raises(UnsupportedVersionError, match=r"CREATE_TOPICS.*8-9.*2-7"):
         negotiate_versions({19: (8, 9)})
+
+
+def test_a_broker_without_transaction_apis_negotiates_the_rest() -> None:
+    # FakeCluster advertises only what it implements, and no transaction API.
+    broker = {int(key): versions for key, versions in ADVERTISED_VERSIONS.items()}
+    assert not TRANSACTION_APIS & set(ADVERTISED_VERSIONS)
+    chosen = negotiate_versions(broker)
+    assert not TRANSACTION_APIS & set(chosen)
+    assert chosen[ApiKey.PRODUCE] == 12
+    assert chosen[ApiKey.INIT_PRODUCER_ID] == 5
+
+
+def test_transaction_apis_without_a_common_version_are_left_out() -> None:
+    # A (hypothetical) broker that dropped every version this client sends of them.
+    broker = {0: (3, 12), 10: (7, 8), 24: (4, 5), 25: (5, 6), 26: (6, 7), 28: (6, 6)}
+    assert negotiate_versions(broker) == {ApiKey.PRODUCE: 12}
+    # The APIs producing needs still fail loudly.
+    with pytest.raises(UnsupportedVersionError, match="PRODUCE"):
+        negotiate_versions({**broker, 0: (13, 14)})
+
+
+@pytest.mark.anyio
+async def test_producing_works_against_a_broker_without_transaction_apis(
+    anyio_backend: Any,
+) -> None:
+    async with FakeCluster() as fc:
+        fc.create_topic("t")
+        async with Producer(bootstrap_servers=fc.bootstrap_servers) as producer:
+            meta = await producer.send_and_wait("t", b"v", key=b"k")
+        assert [(r.key, r.value) for r in fc.records("t", meta.partition)] == [(b"k", b"v")]
+        assert {r.api for r in fc.requests()} >= {"api_versions", "metadata", "produce"}

@@ -1,5 +1,8 @@
 """Request and response codecs for the APIs a producer uses (and Fetch/ListOffsets for reading back).
 
+The transaction APIs (FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
+EndTxn) are here too.
+
 Each request class has ``API_KEY``, ``RESPONSE`` (its response class), ``encode_body`` and
 ``decode_body``; each response class has ``API_KEY``, ``decode_body`` and ``encode_body``.
 Bodies exclude the request/response headers, which :mod:`aioproducer.protocol.framing` adds.
@@ -12,6 +15,16 @@ from types import MappingProxyType
 from typing import Any
 
 from aioproducer.protocol.messages._base import Request, Response
+from aioproducer.protocol.messages.add_offsets_to_txn import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+)
+from aioproducer.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTransaction,
+)
 from aioproducer.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from aioproducer.protocol.messages.create_topics import (
     CreatableTopic,
@@ -20,6 +33,7 @@ from aioproducer.protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from aioproducer.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from aioproducer.protocol.messages.fetch import (
     FetchPartition,
     FetchPartitionResponse,
@@ -27,6 +41,13 @@ from aioproducer.protocol.messages.fetch import (
     FetchResponse,
     FetchTopic,
     FetchTopicResponse,
+)
+from aioproducer.protocol.messages.find_coordinator import (
+    KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
 )
 from aioproducer.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
@@ -58,25 +79,43 @@ from aioproducer.protocol.messages.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from aioproducer.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitPartition,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from aioproducer.protocol.versions import ApiKey
 
 __all__ = [
+    "KEY_TYPE_GROUP",
+    "KEY_TYPE_TRANSACTION",
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "AddPartitionsToTxnResult",
+    "AddPartitionsToTxnTransaction",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "BrokerMetadata",
+    "Coordinator",
     "CreatableTopic",
     "CreatableTopicConfigResult",
     "CreatableTopicResult",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
     "FetchPartition",
     "FetchPartitionResponse",
     "FetchRequest",
     "FetchResponse",
     "FetchTopic",
     "FetchTopicResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "ListOffsetsPartition",
@@ -98,6 +137,9 @@ __all__ = [
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
     "TopicMetadata",
+    "TxnOffsetCommitPartition",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
 ]
 
 _REQUESTS: tuple[type[Request[Any]], ...] = (
@@ -110,6 +152,11 @@ _REQUESTS: tuple[type[Request[Any]], ...] = (
     CreateTopicsRequest,
     InitProducerIdRequest,
     SaslAuthenticateRequest,
+    FindCoordinatorRequest,
+    AddPartitionsToTxnRequest,
+    AddOffsetsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
 )
 
 #: The request class of each implemented API.
