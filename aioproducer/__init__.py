@@ -9,7 +9,6 @@ from __future__ import annotations
 # Defined before the imports below: the protocol core reports it to brokers.
 __version__ = "0.1.0.dev0"
 
-from .accumulator import BulkDelivery, DeliveryHandle, RecordMetadata
 from .config import ProducerConfig
 from .errors import (
     BufferFullError,
@@ -22,6 +21,7 @@ from .errors import (
     SerializationError,
 )
 from .producer import Producer
+from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner
 from .sync import BulkFuture, DeliveryFuture, SyncProducer
 
