@@ -7,12 +7,15 @@ the producer's memory budget under its own lock (waiting for space up to ``max_b
 and adds them to a pending chunk; the loop is woken once when that chunk goes from empty
 to non-empty and appends the whole chunk in one go, so crossing threads costs one wake-up
 per chunk, not one per record. Outcomes are settled a batch at a time: one callback per
-batch wakes the threads that wait and counts failures.
+batch wakes the threads that wait and counts failures. An :class:`Engine` runs the
+producer on a :class:`~aioproducer.LoopRunner` with its hand-off, from start to close.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import math
 import threading
 import time
@@ -22,6 +25,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from .accumulator import ProducerBatch
 from .budget import MemoryBudget
 from .cluster import TopicInfo
+from .config import ProducerConfig
 from .errors import (
     BufferFullError,
     KafkaError,
@@ -29,12 +33,26 @@ from .errors import (
     UnknownTopicOrPartitionError,
 )
 from .intake import ColumnRun, Intake, PreparedRecord, partitioner_failed
+from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle
 from .runner import LoopRunner
 
-__all__ = ["BulkEnd", "Handoff", "Pending", "Tally"]
+__all__ = [
+    "CLOSED",
+    "CLOSING",
+    "NEW",
+    "RUNNING",
+    "BulkEnd",
+    "Engine",
+    "Handoff",
+    "Pending",
+    "Tally",
+]
 
 P = TypeVar("P")
+
+#: An :class:`Engine`'s states.
+NEW, RUNNING, CLOSING, CLOSED = range(4)
 
 # Entries moved from the pending chunk into the accumulator per loop callback: between two
 # slices the sender gets to run, so full batches leave while a large chunk is appended.
@@ -458,6 +476,106 @@ class Handoff(Generic[P]):
     def drain(self) -> None:
         """Move everything pending into the accumulator now (loop; before closing)."""
         self.pump(math.inf)
+
+
+class Engine(Generic[P]):
+    """A :class:`~aioproducer.Producer` running on a :class:`~aioproducer.LoopRunner` and
+    fed through a :class:`Handoff` (package-internal: one per SyncProducer and process).
+
+    ``state`` is written under ``lock``; ``producer``, ``intake`` and ``handoff`` are set
+    on the loop before ``state`` becomes ``RUNNING`` and never change after.
+    """
+
+    intake: Intake
+    handoff: Handoff[P]
+
+    def __init__(
+        self,
+        kwargs: dict[str, Any],
+        config: ProducerConfig,
+        runner: LoopRunner,
+        promise: Callable[[Handoff[P], Pending, int], P],
+    ):
+        self.kwargs = kwargs
+        self.config = config
+        self.runner = runner
+        self.promise = promise
+        self.lock = threading.Lock()
+        self.state = NEW
+        self.producer: Producer | None = None
+        self.stop_requested: Any = None
+        self.close_timeout: float | None = None
+        self.main_future: concurrent.futures.Future[None] | None = None
+
+    def start(self) -> None:
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.main_future = self.runner.submit(self._main, started)
+        started.result()
+
+    async def _main(self, started: concurrent.futures.Future[None]) -> None:
+        try:
+            producer = Producer(**self.kwargs)
+            await producer.start()
+        except BaseException as exc:
+            with self.lock:
+                self.state = CLOSED
+            started.set_exception(exc)
+            return
+        self.producer = producer
+        self.intake = producer.intake
+        max_block = self.config.max_block_ms / 1000
+        self.handoff = Handoff(producer.intake, self.runner, max_block, self.promise)
+        self.stop_requested = asyncio.Event()
+        with self.lock:
+            self.state = RUNNING
+        started.set_result(None)
+        try:
+            await self.stop_requested.wait()
+        finally:
+            try:
+                # Whatever the threads handed over before close() goes out (or fails) too.
+                self.handoff.drain()
+            finally:
+                await producer.close(self.close_timeout)
+                with self.lock:
+                    self.state = CLOSED
+                self.handoff.close()
+
+    def check_running(self) -> None:
+        if self.state != RUNNING:
+            raise ProducerClosedError("the producer is closed")
+
+    def request_close(self, timeout: float | None) -> concurrent.futures.Future[None] | None:
+        with self.lock:
+            if self.state == NEW or self.main_future is None:
+                self.state = CLOSED
+                return None
+            first = self.state == RUNNING
+            if first:
+                self.state = CLOSING
+                self.close_timeout = timeout
+        if first:
+            # Threads waiting for space give up now.
+            self.handoff.close()
+            self.runner.call_soon(self._on_stop)
+        return self.main_future
+
+    def _on_stop(self) -> None:
+        if self.stop_requested is not None:
+            self.stop_requested.set()
+
+    async def flush(self, timeout: float | None) -> None:
+        self.handoff.drain()
+        assert self.producer is not None
+        await self.producer.flush(timeout)
+
+    async def metrics(self) -> dict[str, float]:
+        assert self.producer is not None
+        return self.producer.metrics()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        assert self.producer is not None
+        return await self.producer.partitions_for(topic)
 
 
 def _on_done(handle: DeliveryHandle, callback: Callable[[], None]) -> None:

@@ -13,7 +13,6 @@ partition and appends to the accumulator; it runs on the producer's loop.
 from __future__ import annotations
 
 import bisect
-import functools
 import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -74,9 +73,7 @@ class PreparedRecord(NamedTuple):
 
 
 # tuple.__new__ directly: a NamedTuple's own __new__ adds a Python frame per record.
-_prepared: Callable[[tuple[Any, ...]], PreparedRecord] = functools.partial(
-    tuple.__new__, PreparedRecord
-)
+_tuple_new = tuple.__new__
 
 
 class ColumnRun:
@@ -247,7 +244,7 @@ class Intake:
             record_timestamp(timestamp_ms)  # raises
         if size > self.max_size:
             raise self.too_large(size + RECORD_BATCH_OVERHEAD)
-        return _prepared((topic, key, value, hdrs, timestamp_ms, partition, size))
+        return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
 
     def check_partition(self, topic: str, partition: object, info: TopicInfo) -> None:
         """Raise ``InvalidArgumentError`` unless ``partition`` is one of the topic's."""
@@ -406,16 +403,23 @@ class Intake:
         raised.
         """
         topic, key, value, hdrs, ts, explicit, need = record
+        sticky = (
+            explicit is None and (key is None or not self._keys_decide) and self._custom is None
+        )
         try:
             if not self.accepting:
                 raise ProducerClosedError("the producer was closed before the record")
-            part = self.partition(topic, info, key, explicit)
+            if sticky:
+                # partition() for the common case, without its frame.
+                part = self._sticky.partition(topic, info.available, len(info.partitions))
+            else:
+                part = self.partition(topic, info, key, explicit)
         except BaseException:
             self.budget.release(need)
             raise
         acc = self._acc
         handle, wake = acc.append(topic, part, ts, key, value, hdrs, need, time.monotonic())
-        if explicit is None and (key is None or not self._keys_decide) and self._custom is None:
+        if sticky:
             # The record went into the partition's newest batch, so its fullness is the
             # partition's.
             self._sticky.on_append(

@@ -23,9 +23,8 @@ from typing import Any
 
 from .config import ProducerConfig
 from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError
-from .handoff import BulkEnd, Handoff, Pending, Tally
-from .intake import Headers, Intake, PreparedRecord, aligned, check_topic, record_timestamp
-from .producer import Producer
+from .handoff import RUNNING, BulkEnd, Engine, Handoff, Pending, Tally
+from .intake import Headers, PreparedRecord, aligned, check_topic, record_timestamp
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner, default_runner
 
@@ -33,7 +32,6 @@ __all__ = ["BulkFuture", "DeliveryFuture", "SyncProducer"]
 
 log = logging.getLogger("aioproducer.sync")
 
-_NEW, _RUNNING, _CLOSING, _CLOSED = range(4)
 # Records send_many() checks (outside the hand-off's lock) before it hands them over.
 _STEP = 1024
 
@@ -190,100 +188,6 @@ class BulkFuture:
         return f"<BulkFuture {self._bulk.topic} {state}>"
 
 
-class _Engine:
-    """One process's running producer behind a :class:`SyncProducer`: its lifecycle.
-
-    ``state`` is written under ``lock``; ``producer``, ``intake`` and ``handoff`` are set
-    on the loop before ``state`` becomes running and never change after.
-    """
-
-    intake: Intake
-    handoff: Handoff[DeliveryFuture]
-
-    def __init__(self, kwargs: dict[str, Any], config: ProducerConfig, runner: LoopRunner):
-        self.kwargs = kwargs
-        self.config = config
-        self.runner = runner
-        self.lock = threading.Lock()
-        self.state = _NEW
-        self.producer: Producer | None = None
-        self.stop_requested: Any = None
-        self.close_timeout: float | None = None
-        self.main_future: concurrent.futures.Future[None] | None = None
-
-    def start(self) -> None:
-        started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self.main_future = self.runner.submit(self._main, started)
-        started.result()
-
-    async def _main(self, started: concurrent.futures.Future[None]) -> None:
-        import asyncio
-
-        try:
-            producer = Producer(**self.kwargs)
-            await producer.start()
-        except BaseException as exc:
-            with self.lock:
-                self.state = _CLOSED
-            started.set_exception(exc)
-            return
-        self.producer = producer
-        self.intake = producer.intake
-        max_block = self.config.max_block_ms / 1000
-        self.handoff = Handoff(producer.intake, self.runner, max_block, DeliveryFuture)
-        self.stop_requested = asyncio.Event()
-        with self.lock:
-            self.state = _RUNNING
-        started.set_result(None)
-        try:
-            await self.stop_requested.wait()
-        finally:
-            try:
-                # Whatever the threads handed over before close() goes out (or fails) too.
-                self.handoff.drain()
-            finally:
-                await producer.close(self.close_timeout)
-                with self.lock:
-                    self.state = _CLOSED
-                self.handoff.close()
-
-    def check_running(self) -> None:
-        if self.state != _RUNNING:
-            raise ProducerClosedError("the producer is closed")
-
-    def request_close(self, timeout: float | None) -> concurrent.futures.Future[None] | None:
-        with self.lock:
-            if self.state == _NEW or self.main_future is None:
-                self.state = _CLOSED
-                return None
-            first = self.state == _RUNNING
-            if first:
-                self.state = _CLOSING
-                self.close_timeout = timeout
-        if first:
-            # Threads waiting for space give up now.
-            self.handoff.close()
-            self.runner.call_soon(self._on_stop)
-        return self.main_future
-
-    def _on_stop(self) -> None:
-        if self.stop_requested is not None:
-            self.stop_requested.set()
-
-    async def flush(self, timeout: float | None) -> None:
-        self.handoff.drain()
-        assert self.producer is not None
-        await self.producer.flush(timeout)
-
-    async def metrics(self) -> dict[str, float]:
-        assert self.producer is not None
-        return self.producer.metrics()
-
-    async def partitions_for(self, topic: str) -> list[int]:
-        assert self.producer is not None
-        return await self.producer.partitions_for(topic)
-
-
 class SyncProducer:
     """A Kafka producer for threads: the :class:`~aioproducer.Producer` engine, blocking API.
 
@@ -318,7 +222,7 @@ class SyncProducer:
         self.config = ProducerConfig.from_kwargs(self._kwargs)
         self._runner = runner
         self._lock = threading.Lock()
-        self._engine: _Engine | None = None
+        self._engine: Engine[DeliveryFuture] | None = None
         self._pid = os.getpid()
         self._closed = False
         _PRODUCERS.add(self)
@@ -349,9 +253,9 @@ class SyncProducer:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def _get_engine(self) -> _Engine:
+    def _get_engine(self) -> Engine[DeliveryFuture]:
         engine = self._engine
-        if engine is not None and self._pid == os.getpid() and engine.state == _RUNNING:
+        if engine is not None and self._pid == os.getpid() and engine.state == RUNNING:
             return engine
         with self._lock:
             if self._closed:
@@ -361,7 +265,7 @@ class SyncProducer:
                 # A producer inherited over fork() belongs to the parent's loop thread,
                 # which does not exist here: start one of our own.
                 runner = self._runner if self._runner is not None else default_runner()
-                engine = _Engine(self._kwargs, self.config, runner)
+                engine = Engine(self._kwargs, self.config, runner, DeliveryFuture)
                 self._engine, self._pid = engine, pid
                 try:
                     engine.start()
@@ -431,7 +335,7 @@ class SyncProducer:
         ``RecordTooLargeError``, ``InvalidArgumentError``) and affects no other record.
         """
         engine = self._engine
-        if engine is None or engine.state != _RUNNING:
+        if engine is None or engine.state != RUNNING:
             engine = self._get_engine()
         record = engine.intake.record(topic, key, value, headers, partition, timestamp_ms)
         return engine.handoff.put(record)
@@ -588,7 +492,7 @@ def _rebuild(kwargs: dict[str, Any]) -> SyncProducer:
     return SyncProducer(**kwargs)
 
 
-def _abandon(engine: _Engine) -> None:
+def _abandon(engine: Engine[DeliveryFuture]) -> None:
     # The SyncProducer was garbage-collected without close(): let its loop task finish
     # delivering what it holds and stop, instead of running for the rest of the process.
     if not engine.runner.started:
