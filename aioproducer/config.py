@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import ConfigError
+from .oauth import TokenProvider
 from .protocol.compression import Codec, codec_from_name, validate_level
 
 __all__ = ["Acks", "Partitioner", "ProducerConfig", "Serializer"]
@@ -64,9 +65,13 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
+    #: For ``sasl_mechanism="OAUTHBEARER"``: a callable (plain or async) returning an
+    #: :class:`~aioproducer.oauth.OAuthToken` or a ``(token, expires_at)`` pair; see
+    #: :mod:`aioproducer.oauth`.
+    sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
 
     # Derived, filled in __post_init__.
     codec: Codec = field(init=False, default=Codec.NONE)
@@ -162,15 +167,42 @@ class ProducerConfig:
             )
         if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
             raise ConfigError("ssl_context must be an ssl.SSLContext or None")
-        mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+        mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+        provider = self.sasl_oauth_token_provider
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism not in mechanisms:
                 raise ConfigError(
                     f"sasl_mechanism must be one of {', '.join(mechanisms)} when "
                     f"security_protocol={self.security_protocol}, got {self.sasl_mechanism!r}"
                 )
-            if not self.sasl_username or self.sasl_password is None:
-                raise ConfigError("sasl_username and sasl_password are required for SASL")
+            if self.sasl_mechanism == "OAUTHBEARER":
+                if provider is None:
+                    raise ConfigError(
+                        "sasl_oauth_token_provider is required for sasl_mechanism='OAUTHBEARER'"
+                    )
+                if not callable(provider):
+                    raise ConfigError(
+                        "sasl_oauth_token_provider must be callable (returning an OAuthToken "
+                        f"or a (token, expires_at) pair), got {type(provider).__name__}"
+                    )
+                if self.sasl_username is not None or self.sasl_password is not None:
+                    raise ConfigError(
+                        "sasl_username and sasl_password are not used with OAUTHBEARER "
+                        "(the token provider authenticates); leave them unset"
+                    )
+            else:
+                if provider is not None:
+                    raise ConfigError(
+                        "sasl_oauth_token_provider is only used with "
+                        f"sasl_mechanism='OAUTHBEARER', not {self.sasl_mechanism!r}"
+                    )
+                if not self.sasl_username or self.sasl_password is None:
+                    raise ConfigError("sasl_username and sasl_password are required for SASL")
+        elif provider is not None:
+            raise ConfigError(
+                "sasl_oauth_token_provider is set but security_protocol is "
+                f"{self.security_protocol}; use SASL_PLAINTEXT or SASL_SSL with OAUTHBEARER"
+            )
         elif self.sasl_mechanism is not None:
             raise ConfigError(
                 "sasl_mechanism is set but security_protocol is "

@@ -5,14 +5,22 @@ requests are a FIFO and a response must match the oldest one. The connection own
 tasks (a writer that encodes and writes queued requests in order, and a reader that
 deframes responses); both live in the task group given to :meth:`BrokerConnection.open`.
 Completions are delivered through plain callbacks that must not block.
+
+Re-authentication (KIP-368): when SASL authentication grants a session lifetime, a third
+task authenticates again on the same connection at a random point between 85% and 95% of
+it. Requests already queued go out ahead of the SaslHandshake and their answers are
+matched as usual; requests submitted while the exchange runs are held back and written,
+in order, once it is done, so no other request interleaves with the SASL exchange.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import logging
 import math
+import random
 import ssl
 import sys
 import time
@@ -46,6 +54,14 @@ log = logging.getLogger("aioproducer.connection")
 Callback = Callable[[Any, "BaseException | None"], None]
 
 _MAX_FRAME = 64 * 1024 * 1024
+# Set, in the re-authenticating task only, to the connection it re-authenticates: its
+# requests skip the hold that keeps every other task's requests out of the SASL exchange.
+_reauthenticating: contextvars.ContextVar[BrokerConnection | None] = contextvars.ContextVar(
+    "aioproducer_reauthenticating", default=None
+)
+# Java's window (KIP-368): early enough for network latency and clock drift, spread out so
+# that many connections opened together do not all re-authenticate at once.
+_REAUTH_WINDOW = (0.85, 0.95)
 _RECEIVE_CHUNK = 256 * 1024
 
 
@@ -114,6 +130,13 @@ class BrokerConnection:
         # Requests accepted but not yet written: (pending entry, prebuilt frame or None).
         self._outbox: collections.deque[tuple[_Pending, bytes | None, bool]] = collections.deque()
         self._outbox_ready = anyio.Event()
+        # Requests submitted during a re-authentication; they join the outbox after it.
+        # Written by submit() and the re-authentication task only.
+        self._held: collections.deque[tuple[_Pending, bytes | None, bool]] = collections.deque()
+        self._holding = False
+        #: Completed re-authentications on this connection (KIP-368).
+        self.reauthentications = 0
+        self._tasks: anyio.abc.TaskGroup | None = None
         self._correlation = 0
         self._scope: anyio.CancelScope | None = None
         self.closed = False
@@ -134,7 +157,7 @@ class BrokerConnection:
     @property
     def in_flight(self) -> int:
         """Requests written or queued that still await a response."""
-        return len(self._pending) + len(self._outbox)
+        return len(self._pending) + len(self._outbox) + len(self._held)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -179,7 +202,12 @@ class BrokerConnection:
             with anyio.fail_after(timeout):
                 await self._handshake()
                 if self._authenticator is not None:
-                    await self._authenticator(self)
+                    began = time.monotonic()
+                    lifetime_ms = await self._authenticator(self)
+                    if isinstance(lifetime_ms, int) and lifetime_ms > 0 and self._tasks:
+                        self._tasks.start_soon(
+                            self._reauthenticate_periodically, began, lifetime_ms
+                        )
             self._established = True
         except TimeoutError:
             # Accepted the TCP connection but never answered: a hung broker.
@@ -211,6 +239,7 @@ class BrokerConnection:
             ready.set()
             try:
                 async with anyio.create_task_group() as tg:
+                    self._tasks = tg
                     tg.start_soon(self._writer)
                     await self._reader()
             except BaseException as exc:
@@ -245,8 +274,9 @@ class BrokerConnection:
         # little longer before their cancellation lands.
         pending = list(self._pending)
         self._pending.clear()
-        outbox = list(self._outbox)
+        outbox = list(self._outbox) + list(self._held)
         self._outbox.clear()
+        self._held.clear()
         for entry in pending:
             entry.finish(None, self.close_reason)
         for entry, _frame, _expect in outbox:
@@ -274,8 +304,11 @@ class BrokerConnection:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         entry = _Pending(request, version, self._correlation, callback, deadline)
-        self._outbox.append((entry, None, expect_response))
-        self._outbox_ready.set()
+        if self._holding and _reauthenticating.get() is not self:
+            self._held.append((entry, None, expect_response))
+        else:
+            self._outbox.append((entry, None, expect_response))
+            self._outbox_ready.set()
         self.last_used = time.monotonic()
 
     async def request(self, request: Any, version: int | None = None) -> Any:
@@ -295,6 +328,49 @@ class BrokerConnection:
         if outcome[1] is not None:
             raise outcome[1]
         return outcome[0]
+
+    async def _reauthenticate_periodically(self, began: float, lifetime_ms: int) -> None:
+        """Re-authenticate before each granted session ends (KIP-368), until one is
+        granted without a lifetime or the connection closes."""
+        assert self._authenticator is not None
+        _reauthenticating.set(self)
+        while lifetime_ms > 0 and not self._closing():
+            # Measured from when the previous exchange began, not ended: the broker's clock
+            # started somewhere in between.
+            due = began + lifetime_ms / 1000 * random.uniform(*_REAUTH_WINDOW)
+            await anyio.sleep(max(0.0, due - time.monotonic()))
+            if self._closing():
+                return
+            began = time.monotonic()
+            self._holding = True
+            try:
+                with anyio.fail_after(self.request_timeout):
+                    lifetime = await self._authenticator(self)
+            except Exception as exc:
+                # Retriable for what was in flight: the new connection those requests move
+                # to authenticates from scratch and reports a real rejection itself.
+                reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+                self._shutdown(
+                    ConnectionError(
+                        f"re-authentication with node {self.node_id} "
+                        f"({self.host}:{self.port}) failed: {reason}"
+                    )
+                )
+                return
+            finally:
+                self._holding = False
+                if self._held:
+                    self._outbox.extend(self._held)
+                    self._held.clear()
+                    self._outbox_ready.set()
+            lifetime_ms = lifetime if isinstance(lifetime, int) else 0
+            self.reauthentications += 1
+            log.debug(
+                "re-authenticated %r in %.0f ms (session lifetime %d ms)",
+                self,
+                (time.monotonic() - began) * 1000,
+                lifetime_ms,
+            )
 
     async def _writer(self) -> None:
         stream = self._stream

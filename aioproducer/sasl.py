@@ -1,19 +1,27 @@
-"""SASL authentication of a broker connection: PLAIN and SCRAM-SHA-256/512.
+"""SASL authentication of a broker connection: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER.
 
-Secrets never appear in exceptions, logs or reprs: errors name the mechanism and the user,
-and the broker's own message.
+The authenticator returned by :func:`authenticator` runs the whole exchange on a connection
+(SaslHandshake, then one or more SaslAuthenticate) and returns the session lifetime the
+broker granted in milliseconds (KIP-368; 0 when unlimited). The connection runs it again
+on the same socket before that lifetime ends.
+
+Secrets never appear in exceptions, logs or reprs: errors name the mechanism and the user
+(or the token's principal), and the broker's own message.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .errors import AuthenticationError, UnsupportedVersionError, error_for_code
+from .oauth import TokenCache
 from .protocol.messages import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -32,14 +40,30 @@ __all__ = ["authenticator"]
 _MAX_ITERATIONS = 16384
 
 
-def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaitable[None]]:
-    """Return the coroutine function that authenticates a freshly opened connection."""
+class _Session:
+    """What one authentication exchange learnt: the lifetime from its last response."""
+
+    __slots__ = ("lifetime_ms",)
+
+    def __init__(self) -> None:
+        self.lifetime_ms = 0
+
+
+def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaitable[int]]:
+    """Return the coroutine function that authenticates a connection; it returns the
+    session lifetime in milliseconds the broker granted (0: unlimited)."""
     mechanism = config.sasl_mechanism
     username = config.sasl_username or ""
     password = config.sasl_password or ""
     assert mechanism is not None
+    # One cache per producer: its connections share a token until it is due for refresh.
+    tokens = (
+        TokenCache(config.sasl_oauth_token_provider)
+        if config.sasl_oauth_token_provider is not None
+        else None
+    )
 
-    async def authenticate(conn: BrokerConnection) -> None:
+    async def authenticate(conn: BrokerConnection) -> int:
         # v0 of the handshake would make the broker expect raw, unframed SASL tokens next;
         # this client only speaks the v1 flow, where every token rides in SaslAuthenticate.
         if conn.versions.get(ApiKey.SASL_HANDSHAKE, 0) < 1 or (
@@ -55,15 +79,21 @@ def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaita
                 f"broker {conn.host}:{conn.port} does not enable SASL mechanism {mechanism} "
                 f"(enabled: {', '.join(handshake.mechanisms) or 'none'})"
             )
+        session = _Session()
         if mechanism == "PLAIN":
-            await _exchange(conn, b"\0" + username.encode() + b"\0" + password.encode(), username)
+            payload = b"\0" + username.encode() + b"\0" + password.encode()
+            await _exchange(conn, session, payload, f"user {username!r}")
+        elif mechanism == "OAUTHBEARER":
+            assert tokens is not None
+            await _oauthbearer(conn, session, tokens)
         else:
-            await _scram(conn, mechanism, username, password)
+            await _scram(conn, session, mechanism, username, password)
+        return session.lifetime_ms
 
     return authenticate
 
 
-async def _exchange(conn: BrokerConnection, payload: bytes, username: str) -> bytes:
+async def _exchange(conn: BrokerConnection, session: _Session, payload: bytes, who: str) -> bytes:
     version = conn.versions[ApiKey.SASL_AUTHENTICATE]
     response: SaslAuthenticateResponse = await conn.request(
         SaslAuthenticateRequest(payload), version
@@ -71,9 +101,34 @@ async def _exchange(conn: BrokerConnection, payload: bytes, username: str) -> by
     if response.error_code:
         detail = response.error_message or error_for_code(response.error_code).name
         raise AuthenticationError(
-            f"authentication of user {username!r} at {conn.host}:{conn.port} failed: {detail}"
+            f"authentication of {who} at {conn.host}:{conn.port} failed: {detail}"
         )
+    session.lifetime_ms = max(0, response.session_lifetime_ms)
     return response.auth_bytes or b""
+
+
+async def _oauthbearer(conn: BrokerConnection, session: _Session, tokens: TokenCache) -> None:
+    token = await tokens.get()
+    who = f"the OAuth token of {token.principal!r}" if token.principal else "the OAuth token"
+    challenge = await _exchange(conn, session, token.initial_response(), who)
+    if not challenge:
+        return
+    # RFC 7628, section 3.2.2: a rejected token earns a JSON error challenge, which the
+    # client acknowledges with a lone 0x01 before the server ends the exchange with an error.
+    try:
+        status = json.loads(challenge).get("status", "")
+    except (ValueError, AttributeError):
+        status = ""
+    # The next exchange may be refused outright; either way the token is no good, and the
+    # cache must not hand it to the next connection.
+    tokens.invalidate()
+    with contextlib.suppress(AuthenticationError):
+        await _exchange(conn, session, b"\x01", who)
+    detail = f" ({status})" if isinstance(status, str) and status else ""
+    raise AuthenticationError(
+        f"authentication of {who} at {conn.host}:{conn.port} failed: the broker rejected "
+        f"the token{detail}"
+    )
 
 
 def _escape(name: str) -> str:
@@ -100,11 +155,14 @@ def _scram_fields(message: bytes, conn: BrokerConnection, what: str) -> dict[str
     return fields
 
 
-async def _scram(conn: BrokerConnection, mechanism: str, username: str, password: str) -> None:
+async def _scram(
+    conn: BrokerConnection, session: _Session, mechanism: str, username: str, password: str
+) -> None:
     digest = hashlib.sha256 if mechanism == "SCRAM-SHA-256" else hashlib.sha512
     nonce = base64.b64encode(secrets.token_bytes(24)).decode()
     first_bare = f"n={_escape(username)},r={nonce}"
-    server_first_bytes = await _exchange(conn, f"n,,{first_bare}".encode(), username)
+    who = f"user {username!r}"
+    server_first_bytes = await _exchange(conn, session, f"n,,{first_bare}".encode(), who)
     fields = _scram_fields(server_first_bytes, conn, "challenge")
     try:
         server_nonce = fields["r"]
@@ -129,7 +187,7 @@ async def _scram(conn: BrokerConnection, mechanism: str, username: str, password
     signature = hmac.new(stored_key, auth_message, digest).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
     final = f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-    final_fields = _scram_fields(await _exchange(conn, final, username), conn, "final message")
+    final_fields = _scram_fields(await _exchange(conn, session, final, who), conn, "final message")
     server_key = hmac.new(salted, b"Server Key", digest).digest()
     expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
     # Proves the broker holds the credentials too, not just an impostor accepting anything.

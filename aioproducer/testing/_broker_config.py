@@ -49,9 +49,18 @@ MANAGED_KEYS = frozenset(
 #: Security protocols of the extra client listeners :class:`KafkaCluster` can add.
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 #: SASL mechanisms a listener can enable (the ones the producer speaks).
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 
+# What a SASL listener enables unless told otherwise. OAUTHBEARER is opt-in: the broker
+# validates its tokens with Kafka's unsecured (signature-less) validator.
 _SASL_MECHANISMS: tuple[SaslMechanism, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_ALL_SASL_MECHANISMS: tuple[SaslMechanism, ...] = (*_SASL_MECHANISMS, "OAUTHBEARER")
+#: The JAAS options of the broker's own OAUTHBEARER login; ``sub`` is the principal of the
+#: (unsecured) token a broker would present, which a client listener never asks for.
+_OAUTHBEARER_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'unsecuredLoginStringClaim_sub="admin";'
+)
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _RESERVED_LISTENERS = frozenset({"PLAINTEXT", "CONTROLLER"})
 
@@ -104,6 +113,12 @@ class Listener:
     ``sasl_mechanisms`` for the cluster's ``sasl_users``. TLS listeners present the
     cluster's ``tls`` identity unless ``tls`` is given here; ``client_auth`` is Kafka's
     ``ssl.client.auth`` (``"required"`` for mutual TLS).
+
+    ``"OAUTHBEARER"`` (not enabled by default) accepts any *unsecured* JWS token (``alg``
+    ``none``, no signature: Kafka's test validator) whose ``exp`` lies ahead; the token's
+    ``sub`` claim is the principal. ``max_reauth_ms`` sets Kafka's
+    ``connections.max.reauth.ms`` for each mechanism of the listener: clients must
+    re-authenticate (KIP-368) within that many milliseconds or be disconnected.
     """
 
     name: str
@@ -111,6 +126,7 @@ class Listener:
     sasl_mechanisms: tuple[SaslMechanism, ...] = _SASL_MECHANISMS
     client_auth: Literal["none", "requested", "required"] = "none"
     tls: BrokerTLS | None = None
+    max_reauth_ms: int | None = None
 
     @property
     def security_protocol(self) -> SecurityProtocol:
@@ -201,14 +217,21 @@ def check_security(
         elif listener.client_auth != "none" or listener.tls is not None:
             raise ValueError(f"listener {name!r} ({protocol}) does not use TLS")
         if listener.uses_sasl:
-            unknown = [m for m in listener.sasl_mechanisms if m not in _SASL_MECHANISMS]
+            unknown = [m for m in listener.sasl_mechanisms if m not in _ALL_SASL_MECHANISMS]
             if unknown or not listener.sasl_mechanisms:
                 raise ValueError(
                     f"listener {name!r}: sasl_mechanisms must be a non-empty selection of "
-                    f"{', '.join(_SASL_MECHANISMS)}"
+                    f"{', '.join(_ALL_SASL_MECHANISMS)}"
                 )
-            if not users:
+            if not users and set(listener.sasl_mechanisms) != {"OAUTHBEARER"}:
                 raise ValueError(f"listener {name!r} uses SASL: pass sasl_users=")
+        if listener.max_reauth_ms is not None:
+            if not listener.uses_sasl:
+                raise ValueError(f"listener {name!r}: max_reauth_ms needs a SASL listener")
+            if isinstance(listener.max_reauth_ms, bool) or not (
+                isinstance(listener.max_reauth_ms, int) and listener.max_reauth_ms > 0
+            ):
+                raise ValueError(f"listener {name!r}: max_reauth_ms must be a positive int")
     for user, password in users.items():
         # The StorageTool splits --add-scram on ',' and the JAAS options are double-quoted,
         # so these characters cannot be passed through either.
@@ -248,7 +271,14 @@ def security_config(
             config[prefix + "sasl.enabled.mechanisms"] = ",".join(listener.sasl_mechanisms)
             for mechanism in listener.sasl_mechanisms:
                 key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
-                if mechanism == "PLAIN":
+                if listener.max_reauth_ms is not None:
+                    reauth_key = f"{prefix}{mechanism.lower()}.connections.max.reauth.ms"
+                    config[reauth_key] = str(listener.max_reauth_ms)
+                if mechanism == "OAUTHBEARER":
+                    # Without sasl.server.callback.handler.class the broker validates
+                    # tokens with OAuthBearerUnsecuredValidatorCallbackHandler.
+                    config[key] = _OAUTHBEARER_JAAS
+                elif mechanism == "PLAIN":
                     # PLAIN checks passwords against the login module's user_<name> options.
                     options = " ".join(
                         f'user_{name}="{password}"' for name, password in users.items()
@@ -268,7 +298,8 @@ def security_config(
 def scram_arguments(listeners: Sequence[Listener], users: Mapping[str, str]) -> list[str]:
     """``--add-scram`` arguments of ``StorageTool format`` for every SASL user."""
     mechanisms = sorted(
-        {m for item in listeners if item.uses_sasl for m in item.sasl_mechanisms} - {"PLAIN"}
+        {m for item in listeners if item.uses_sasl for m in item.sasl_mechanisms}
+        - {"PLAIN", "OAUTHBEARER"}
     )
     args: list[str] = []
     for mechanism in mechanisms:

@@ -110,7 +110,8 @@ class KafkaCluster:
     its own port (:meth:`bootstrap_servers_for` gives their addresses). TLS listeners use the
     ``tls`` identity (see :class:`BrokerTLS`); SASL listeners accept ``sasl_users`` (name to
     password) with PLAIN and SCRAM-SHA-256/512 (SCRAM credentials are written into the
-    metadata log when the storage is formatted)::
+    metadata log when the storage is formatted), and, where a listener enables it,
+    OAUTHBEARER with unsecured tokens (see :mod:`aioproducer.testing.tokens`)::
 
         ca = CertificateAuthority()
         tls = BrokerTLS.from_certificate(ca.issue("localhost", "127.0.0.1"), client_ca=ca)

@@ -6,7 +6,10 @@ gets these, each on its own port:
 * ``SSL``: server-authenticated TLS, certificate for ``localhost`` and ``127.0.0.1``;
 * ``MTLS``: the same, but the broker requires a client certificate from the test CA;
 * ``WRONGNAME``: TLS with a certificate from the right CA that names another host only;
-* ``SASL_PLAINTEXT`` and ``SASL_SSL``: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
+* ``SASL_PLAINTEXT`` and ``SASL_SSL``: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512;
+* ``OAUTH``: SASL_PLAINTEXT with OAUTHBEARER only (unsecured JWS tokens);
+* ``REAUTH``: SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256 and OAUTHBEARER, where a session
+  lasts at most :data:`REAUTH_MS` before the client must re-authenticate (KIP-368).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ USERS = {
     "bob": "bob-pw-" + uuid.uuid4().hex,
 }
 WRONG_PASSWORD = "not-the-password-" + uuid.uuid4().hex
+#: ``connections.max.reauth.ms`` of the REAUTH listener.
+REAUTH_MS = 2500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +75,13 @@ def secure_kafka() -> Iterator[SecureKafka]:
         Listener("WRONGNAME", "SSL", tls=BrokerTLS.from_certificate(misnamed)),
         Listener("SASL_PLAINTEXT"),
         Listener("SASL_SSL"),
+        Listener("OAUTH", "SASL_PLAINTEXT", sasl_mechanisms=("OAUTHBEARER",)),
+        Listener(
+            "REAUTH",
+            "SASL_PLAINTEXT",
+            sasl_mechanisms=("PLAIN", "SCRAM-SHA-256", "OAUTHBEARER"),
+            max_reauth_ms=REAUTH_MS,
+        ),
     ]
     with KafkaCluster(
         nodes=1,
