@@ -18,7 +18,7 @@ import aioproducer.testing
 
 # Modules whose ``__all__`` is the public API. Optional modules (Spark needs pyspark) are
 # added when present so the check covers them without making them required to import.
-_PUBLIC_MODULES = ["aioproducer", "aioproducer.errors", "aioproducer.testing"]
+_PUBLIC_MODULES = ["aioproducer", "aioproducer.errors", "aioproducer.oauth", "aioproducer.testing"]
 for _optional in ("aioproducer.spark", "aioproducer.sync", "aioproducer.runner"):
     try:
         importlib.import_module(_optional)
