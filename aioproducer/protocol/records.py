@@ -323,6 +323,8 @@ class RecordBatchBuilder:
             new_max = True
         offset_part = zz[count + 1] if count < limit else _zigzag(count)
 
+        # Deliberate copy: append_many repeats this key/value encoding inline (a shared
+        # helper would cost a call per record); a hypothesis test keeps them byte-identical.
         if type(key) is bytes:
             key_len = len(key)
             key_part = zz[key_len + 1] if key_len < limit else _zigzag(key_len)
@@ -437,6 +439,7 @@ class RecordBatchBuilder:
             for i in range(start, stop):
                 key = keys[i] if keys is not None else None
                 value = values[i]
+                # Deliberate copy of append's encoding, inline for speed (see append).
                 if type(key) is bytes:
                     key_len = len(key)
                     key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
