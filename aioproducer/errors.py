@@ -28,6 +28,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTopicError",
     "KafkaError",
     "KafkaTimeoutError",
     "MessageSizeTooLargeError",
@@ -190,6 +191,12 @@ class UnknownTopicOrPartitionError(BrokerResponseError):
     retriable = True
 
 
+@_for_code(ErrorCode.INVALID_TOPIC_EXCEPTION)
+class InvalidTopicError(BrokerResponseError):
+    """The broker refused the topic name (INVALID_TOPIC_EXCEPTION); ``send()`` checks names
+    first, so this comes only from a broker with stricter rules."""
+
+
 @_for_code(ErrorCode.INVALID_RECORD)
 class InvalidRecordError(BrokerResponseError):
     """The broker rejected a record as invalid (INVALID_RECORD)."""
@@ -277,7 +284,6 @@ for _code, _retriable, _doc in [
     (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, True, "The coordinator is loading."),
     (ErrorCode.COORDINATOR_NOT_AVAILABLE, True, "The coordinator is not available."),
     (ErrorCode.NOT_COORDINATOR, True, "This is not the correct coordinator."),
-    (ErrorCode.INVALID_TOPIC_EXCEPTION, False, "The topic name is not valid."),
     (ErrorCode.RECORD_LIST_TOO_LARGE, False, "The batch is larger than the segment size."),
     (
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,

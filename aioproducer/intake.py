@@ -524,12 +524,29 @@ def partitioner_failed(exc: Exception) -> InvalidArgumentError:
     return err
 
 
+# Kafka's own rule (org.apache.kafka.common.internals.Topic): ASCII letters, digits, '.',
+# '_' and '-', at most 249 characters, and neither "." nor "..".
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
 def check_topic(topic: object) -> None:
-    """Raise ``InvalidArgumentError`` unless ``topic`` can be a topic name."""
+    """Raise ``InvalidArgumentError`` unless ``topic`` is a legal Kafka topic name.
+
+    Called where a topic's metadata is not loaded yet, so records for known topics never
+    pay for it.
+    """
     if not isinstance(topic, str) or not topic:
         raise InvalidArgumentError(f"topic must be a non-empty str, got {topic!r}")
     if len(topic) > 249:
         raise InvalidArgumentError(f"topic name is longer than 249 characters: {topic[:40]!r}...")
+    if topic in (".", ".."):
+        raise InvalidArgumentError(f"topic name cannot be {topic!r}")
+    bad = sorted(set(topic) - _LEGAL_TOPIC_CHARS)
+    if bad:
+        raise InvalidArgumentError(
+            f"topic name {topic!r} has characters Kafka does not allow: "
+            f"{''.join(bad)!r} (allowed: ASCII letters, digits, '.', '_' and '-')"
+        )
 
 
 def aligned(items: Iterable[Any] | None, count: int, name: str) -> Sequence[Any] | None:
@@ -555,6 +572,16 @@ def _coerce(obj: object, what: str) -> bytes:
     )
 
 
+def _coerce_header(key: str, obj: object) -> bytes:
+    # Header values have no serializer setting: convert them before sending.
+    if isinstance(obj, (str, bytes, bytearray, memoryview)):
+        return _coerce(obj, "header value")
+    raise SerializationError(
+        f"header {key!r} value must be bytes, bytearray, memoryview, str or None, "
+        f"got {type(obj).__name__}"
+    )
+
+
 def _serialize(serializer: Any, topic: str, obj: object, what: str) -> Any:
     try:
         out = serializer(topic, obj)
@@ -575,7 +602,7 @@ def _headers(headers: Headers) -> HeaderList:
                     f"header keys must be str, got {type(hkey).__name__} ({hkey!r})"
                 )
             if hvalue is not None and type(hvalue) is not bytes:
-                hvalue = _coerce(hvalue, f"header {hkey!r} value")
+                hvalue = _coerce_header(hkey, hvalue)
             out.append((hkey, hvalue))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, SerializationError):

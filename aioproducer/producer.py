@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -78,6 +79,18 @@ class Producer:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed_event: anyio.Event | None = None
         self._max_block = cfg.max_block_ms / 1000
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # A producer dropped while running takes its buffered records with it, silently
+        # unless we say so: the records never reach Kafka and their handles never settle.
+        if self._state == _RUNNING:
+            pending = sum(batch.record_count for batch in self._acc.incomplete)
+            _warn(
+                f"{self!r} was never closed: {pending} record(s) not delivered yet may "
+                "never be (use 'async with Producer(...)' or await close())",
+                ResourceWarning,
+                source=self,
+            )
 
     def __repr__(self) -> str:
         state = ("new", "running", "closing", "closed")[self._state]

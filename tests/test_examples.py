@@ -284,9 +284,11 @@ async def test_http_service_answers_with_offsets_and_maps_errors(
         empty = await client.post(f"/events/{topic}", content=b"")
         too_large = await client.post(f"/events/{topic}", content=b"x" * 1_100_000)
         bad_topic = await client.post("/events/" + "t" * 250, content=b"x")
+        bad_chars = await client.post("/events/bad%20topic!", content=b"x")
         unknown = await client.post("/events/no-such-topic-for-the-service", content=b"x")
 
     assert (empty.status_code, too_large.status_code, bad_topic.status_code) == (400, 413, 400)
+    assert bad_chars.status_code == 400, bad_chars.text  # refused by send(), not the broker
     assert "RecordTooLargeError" in too_large.json()["error"]
     assert unknown.status_code == 404  # the service does not create topics
     records = consume_all(kafka.bootstrap_servers, topic, expected=6)

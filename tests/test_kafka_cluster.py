@@ -295,7 +295,7 @@ def cli(
 
 @pytest.mark.broker
 def test_cli_start_runs_until_sigterm(
-    cli: Callable[[], tuple[subprocess.Popen[str], str, int]],
+    cli: Callable[[], tuple[subprocess.Popen[str], str, int]], tmp_path: Path
 ) -> None:
     proc, bootstrap, jvm_pid = cli()
     host, port = bootstrap.split(":")
@@ -305,6 +305,8 @@ def test_cli_start_runs_until_sigterm(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert not pid_exists(jvm_pid)
+    # It says it stopped, rather than falling silent.
+    assert "stopped 1 node(s)" in (tmp_path / "cli-stderr.txt").read_text()
 
 
 ATEXIT_SCRIPT = """

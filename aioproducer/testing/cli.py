@@ -309,9 +309,13 @@ def _run_cluster(
         return 0
     finally:
         cluster_started.set()
+        was_running = cluster.node_ids and any(cluster.is_running(n) for n in cluster.node_ids)
         cluster.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if was_running:
+            # Say so: a user who pressed Ctrl-C should see the brokers are gone.
+            print(f"stopped {len(cluster.node_ids)} node(s)", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

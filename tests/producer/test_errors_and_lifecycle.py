@@ -14,6 +14,7 @@ from aioproducer import Producer
 from aioproducer.errors import (
     BufferFullError,
     ConfigError,
+    InvalidArgumentError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     MetadataNotReadyError,
@@ -348,3 +349,41 @@ async def test_undeliverable_records_fail_with_delivery_timeout(
     # the partition, so never after a record the application sent after the failure.
     assert violations(out) == []
     assert out.epoch_bumps >= 1 and out.producer_id_resets == 0
+
+
+# -- topic names: checked at send(), before any request -------------------------------------
+
+BAD_TOPICS = [
+    ("bad topic!", "characters Kafka does not allow: ' !'"),
+    ("caf\u00e9", "characters Kafka does not allow"),
+    (".", "cannot be '.'"),
+    ("..", "cannot be '..'"),
+    ("t" * 250, "longer than 249"),
+    ("", "non-empty str"),
+]
+
+
+@pytest.mark.parametrize(("topic", "message"), BAD_TOPICS)
+async def test_illegal_topic_names_raise_at_send(
+    kafka: KafkaCluster, topic: str, message: str
+) -> None:
+    async with Producer(kafka.bootstrap_servers, max_block_ms=5000) as producer:
+        started = time.monotonic()
+        with pytest.raises(InvalidArgumentError, match="topic") as info:
+            await producer.send(topic, b"v")
+        assert message in str(info.value)
+        with pytest.raises(InvalidArgumentError):
+            producer.try_send(topic, b"v")
+        # Refused here, not after a round trip to the broker.
+        assert time.monotonic() - started < 1.0
+
+
+def test_header_value_error_names_no_setting_that_does_not_exist() -> None:
+    from aioproducer.errors import InvalidTopicError, error_class_for_code
+
+    with pytest.raises(SerializationError) as info:
+        Producer("127.0.0.1:9092").intake.record("t", None, b"v", [("h", 5)], None, None)
+    assert "header 'h' value must be bytes" in str(info.value)
+    assert "serializer" not in str(info.value)
+    # The broker's INVALID_TOPIC_EXCEPTION (17) has a clean name.
+    assert error_class_for_code(17) is InvalidTopicError

@@ -306,3 +306,12 @@ def test_the_loop_task_does_not_outlive_close(kafka: KafkaCluster, new_topic: Ne
     producer.close()
     assert engine.main_future.done() and engine.main_future.exception() is None
     assert "closed" in repr(producer)
+
+
+@pytest.mark.parametrize("topic", ["bad topic!", ".", "t" * 250])
+def test_illegal_topic_names_raise_in_the_calling_thread(kafka: KafkaCluster, topic: str) -> None:
+    with SyncProducer(kafka.bootstrap_servers, max_block_ms=5000) as producer:
+        with pytest.raises(InvalidArgumentError, match="topic"):
+            producer.send(topic, b"v")
+        with pytest.raises(InvalidArgumentError, match="topic"):
+            producer.partitions_for(topic)
