@@ -237,17 +237,17 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool) -> str
     """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
 
     PySpark workers cannot be profiled from the driver, so this runs the same function
-    (``aioproducer.spark._write_arrow``) in this process on one partition's worth of rows.
+    (``aioproducer._spark_tasks.write_arrow``) in this process on one partition's worth of rows.
     """
     import pyarrow as pa
 
-    from aioproducer import spark as kafka_spark
+    from aioproducer import _spark_tasks
 
     columns = ["key", "value"] if keyed else ["value"]
     table = df.select(*columns).limit(250_000).toArrow()
     batches = table.to_batches(max_chunksize=10_000)
     fields = {f.name: f.dataType for f in df.select(*columns).schema.fields}
-    spec = kafka_spark._make_spec(
+    spec = _spark_tasks.make_spec(
         fields,
         topic,
         bootstrap_servers=bootstrap,
@@ -267,11 +267,11 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool) -> str
         # cProfile follows one thread: this one runs on the producer's loop thread.
         loop_profiler.enable() if on else loop_profiler.disable()
 
-    list(kafka_spark._write_arrow(spec, iter(batches[:2])))  # start the producer first
+    list(_spark_tasks.write_arrow(spec, iter(batches[:2])))  # start the producer first
     default_runner().call(switch, True)
     started = time.perf_counter()
     profiler.enable()
-    list(kafka_spark._write_arrow(spec, iter(batches)))
+    list(_spark_tasks.write_arrow(spec, iter(batches)))
     profiler.disable()
     elapsed = time.perf_counter() - started
     default_runner().call(switch, False)

@@ -151,10 +151,10 @@ def test_the_task_function_pickles_as_settings_only(
 ) -> None:
     from pyspark import cloudpickle
 
-    from aioproducer.spark import _ArrowTask, _make_spec
+    from aioproducer._spark_tasks import ArrowTask, make_spec
 
     df = spark.range(1).selectExpr("cast(id AS string) AS value")
-    spec = _make_spec(
+    spec = make_spec(
         {f.name: f.dataType for f in df.schema.fields},
         "t",
         bootstrap_servers=kafka.bootstrap_servers,
@@ -166,7 +166,7 @@ def test_the_task_function_pickles_as_settings_only(
         flush_timeout=None,
         producer_config={"linger_ms": 3},
     )
-    blob = cloudpickle.dumps(_ArrowTask(spec))
+    blob = cloudpickle.dumps(ArrowTask(spec))
     for live in (b"SyncProducer", b"LoopRunner", b"_thread", b"Lock", b"socket"):
         assert live not in blob
     assert cloudpickle.loads(blob).spec == spec
