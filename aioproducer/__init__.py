@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 from .__about__ import __version__
-from .accumulator import BulkDelivery, DeliveryHandle, RecordMetadata
 from .config import ProducerConfig
 from .errors import (
     BufferFullError,
@@ -20,6 +19,7 @@ from .errors import (
     SerializationError,
 )
 from .producer import Producer
+from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner
 from .sync import BulkFuture, DeliveryFuture, SyncProducer
 

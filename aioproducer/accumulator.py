@@ -1,25 +1,28 @@
-"""Record batches keyed by topic-partition, the linger rule and the buffer-memory budget.
+"""Record batches keyed by topic-partition and the linger rule.
 
 All state here belongs to the event loop that runs the producer: nothing locks, and every
-method except :meth:`MemoryBudget.reserve` runs to completion without awaiting. The sender
-(see ``sender.py``) asks which batches are ready and drains them; ``send()`` appends.
+method runs to completion without awaiting. The sender (see ``sender.py``) asks which
+batches are ready and drains them; the intake (``intake.py``) appends. Batches charge and
+release their bytes in the :class:`~aioproducer.budget.MemoryBudget` (``budget.py``); the
+results that point into batches are in ``results.py``.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
 import contextlib
-import dataclasses
 import math
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
 
-from .errors import BufferFullError, ProducerClosedError
+from .budget import MemoryBudget
 from .protocol.compression import Codec
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
+
+# Re-exported: they lived here once, and tests and tools import them from here.
+from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 
 __all__ = [
     "Accumulator",
@@ -33,26 +36,6 @@ __all__ = [
 
 TopicPartition = tuple[str, int]
 HeaderList = Sequence[tuple[str, "bytes | None"]]
-
-# Upper bound of a record's framing beyond key, value and headers: length, attributes,
-# timestamp delta, offset delta, key length, value length and header count varints.
-_RECORD_FRAMING_MAX = 5 + 1 + 10 + 5 + 5 + 5 + 5
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a delivered record landed.
-
-    ``offset`` is -1 with ``acks=0`` (the broker does not answer) and ``timestamp_ms`` is the
-    broker's log-append time when the topic uses LogAppendTime, else the record's own.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    serialized_key_size: int
-    serialized_value_size: int
 
 
 class ProducerBatch:
@@ -182,6 +165,23 @@ class ProducerBatch:
             self._event = anyio.Event()
         await self._event.wait()
 
+    def failures(self, first: int = 0, count: int = -1) -> tuple[int, BaseException | None]:
+        """Of records ``first:first + count`` (all from ``first`` if ``count`` < 0) of a
+        completed batch: how many failed, and the first error."""
+        if count < 0:
+            count = self.record_count - first
+        if self._children is None:
+            if self.exception is not None:
+                return count, self.exception
+            return 0, None
+        failed, error = 0, None
+        for i in range(first, first + count):
+            exc = self.outcome(i)[2]
+            if exc is not None:
+                failed += 1
+                error = error or exc
+        return failed, error
+
     def outcome(self, index: int) -> tuple[int, int, BaseException | None]:
         """``(offset, log_append_time, exception)`` of record ``index`` once done."""
         if self._children is not None:
@@ -192,350 +192,6 @@ class ProducerBatch:
             return -1, -1, self.exception
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         return offset, self.log_append_time, None
-
-
-class DeliveryHandle:
-    """The pending delivery of one record: ``await handle`` gives its :class:`RecordMetadata`.
-
-    Awaiting is optional and may be repeated; cancelling an ``await handle`` never cancels
-    the delivery. A failed delivery raises a :class:`~aioproducer.errors.KafkaError`.
-    """
-
-    __slots__ = ("_batch", "_index", "key_size", "timestamp_ms", "value_size")
-
-    def __init__(
-        self, batch: ProducerBatch, index: int, timestamp_ms: int, key_size: int, value_size: int
-    ) -> None:
-        self._batch = batch
-        self._index = index
-        self.timestamp_ms = timestamp_ms
-        self.key_size = key_size
-        self.value_size = value_size
-
-    @property
-    def topic(self) -> str:
-        """The record's topic."""
-        return self._batch.topic
-
-    @property
-    def partition(self) -> int:
-        """The partition chosen for the record."""
-        return self._batch.partition
-
-    def done(self) -> bool:
-        """Whether the record has been delivered or has failed."""
-        return self._batch.done
-
-    def result(self) -> RecordMetadata:
-        """The metadata of a delivered record; raises its error if it failed.
-
-        Raises ``RuntimeError`` if the delivery is still pending.
-        """
-        if not self._batch.done:
-            raise RuntimeError("the record's delivery is still pending; await the handle")
-        offset, log_append_time, exc = self._batch.outcome(self._index)
-        if exc is not None:
-            raise exc
-        return RecordMetadata(
-            self._batch.topic,
-            self._batch.partition,
-            offset,
-            log_append_time if log_append_time >= 0 else self.timestamp_ms,
-            self.key_size,
-            self.value_size,
-        )
-
-    def exception(self) -> BaseException | None:
-        """The error of a failed delivery, ``None`` if delivered (``RuntimeError`` if pending)."""
-        if not self._batch.done:
-            raise RuntimeError("the record's delivery is still pending; await the handle")
-        return self._batch.outcome(self._index)[2]
-
-    def add_done_callback(self, callback: Callable[[DeliveryHandle], Any]) -> None:
-        """Call ``callback(handle)`` on the producer's loop once the record is done."""
-        self._batch.add_done_callback(lambda _batch: callback(self))
-
-    async def wait(self) -> RecordMetadata:
-        """Wait for the delivery and return its metadata (same as ``await handle``)."""
-        batch = self._batch
-        if not batch.done:
-            await batch.wait()
-        return self.result()
-
-    def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        return self.wait().__await__()
-
-    def __repr__(self) -> str:
-        state = "done" if self._batch.done else "pending"
-        return f"<DeliveryHandle {self.topic}-{self.partition} #{self._index} {state}>"
-
-
-class BulkDelivery:
-    """The pending delivery of the records of one bulk send, as a whole.
-
-    ``await bulk`` (or :meth:`wait`) returns it once every record has an outcome; nothing
-    is tracked per record: it completes when the batches holding its records have (one
-    callback per batch). Then :attr:`delivered`, :attr:`failed` and :attr:`first_error`
-    summarise the outcome and :meth:`metadata` gives one record's, computed on demand.
-    Cancelling a wait never cancels the delivery.
-    """
-
-    __slots__ = (
-        "_callbacks",
-        "_ends",
-        "_event",
-        "_inverse",
-        "_order",
-        "_pending",
-        "_spans",
-        "records",
-        "timestamp_ms",
-        "topic",
-    )
-
-    def __init__(self, topic: str, timestamp_ms: int) -> None:
-        self.topic = topic
-        self.timestamp_ms = timestamp_ms
-        #: How many records the bulk send buffered.
-        self.records = 0
-        self._spans: list[tuple[ProducerBatch, int, int]] = []
-        # Cumulative record counts of the spans, for finding a record's span.
-        self._ends: list[int] = []
-        # Position at which each record was appended, when grouping reordered them.
-        self._order: Sequence[int] | None = None
-        self._inverse: list[int] | None = None
-        # Batches still to complete, plus one until _track() has seen every span.
-        self._pending = 1
-        self._event: anyio.Event | None = None
-        self._callbacks: list[Callable[[BulkDelivery], Any]] | None = None
-
-    def _add_spans(self, spans: list[tuple[ProducerBatch, int, int]]) -> None:
-        ends = self._ends
-        total = self.records
-        for span in spans:
-            total += span[2]
-            ends.append(total)
-        self._spans += spans
-        self.records = total
-
-    def _track(self) -> None:
-        """Start waiting for the batches (call once, after the last span was added)."""
-        seen: set[int] = set()
-        batches = []
-        for batch, _first, _count in self._spans:
-            if id(batch) not in seen and not batch.done:
-                seen.add(id(batch))
-                batches.append(batch)
-        self._pending += len(batches)
-        for batch in batches:
-            batch.add_done_callback(self._batch_done)
-        self._batch_done(None)
-
-    def _batch_done(self, _batch: ProducerBatch | None) -> None:
-        self._pending -= 1
-        if self._pending:
-            return
-        if self._event is not None:
-            self._event.set()
-        callbacks, self._callbacks = self._callbacks, None
-        if callbacks:
-            for callback in callbacks:
-                callback(self)
-
-    def done(self) -> bool:
-        """Whether every record has been delivered or has failed."""
-        return self._pending == 0
-
-    def add_done_callback(self, callback: Callable[[BulkDelivery], Any]) -> None:
-        """Call ``callback(bulk)`` on the producer's loop once every record is done."""
-        if self._pending == 0:
-            callback(self)
-        elif self._callbacks is None:
-            self._callbacks = [callback]
-        else:
-            self._callbacks.append(callback)
-
-    async def wait(self) -> BulkDelivery:
-        """Wait until every record has an outcome; returns ``self``."""
-        if self._pending:
-            if self._event is None:
-                self._event = anyio.Event()
-            await self._event.wait()
-        return self
-
-    def __await__(self) -> Generator[Any, None, BulkDelivery]:
-        return self.wait().__await__()
-
-    def _check_done(self) -> None:
-        if self._pending:
-            raise RuntimeError("the bulk delivery is still pending; await it")
-
-    @property
-    def failed(self) -> int:
-        """How many records failed (``RuntimeError`` while pending)."""
-        self._check_done()
-        failed = 0
-        for batch, first, count in self._spans:
-            if batch._children is None:
-                if batch.exception is not None:
-                    failed += count
-            else:
-                failed += sum(
-                    1 for i in range(first, first + count) if batch.outcome(i)[2] is not None
-                )
-        return failed
-
-    @property
-    def delivered(self) -> int:
-        """How many records were acknowledged (``RuntimeError`` while pending)."""
-        return self.records - self.failed
-
-    @property
-    def first_error(self) -> BaseException | None:
-        """The error of the first failed record in append order, ``None`` if none failed."""
-        self._check_done()
-        for batch, first, count in self._spans:
-            if batch._children is None:
-                if batch.exception is not None:
-                    return batch.exception
-            else:
-                for i in range(first, first + count):
-                    exc = batch.outcome(i)[2]
-                    if exc is not None:
-                        return exc
-        return None
-
-    def _locate(self, index: int) -> tuple[ProducerBatch, int]:
-        if not 0 <= index < self.records:
-            raise IndexError(f"record {index} is not in this bulk of {self.records}")
-        if self._order is not None:
-            if self._inverse is None:
-                inverse = [0] * len(self._order)
-                for pos, original in enumerate(self._order):
-                    inverse[original] = pos
-                self._inverse = inverse
-            index = self._inverse[index]
-        span = bisect.bisect_right(self._ends, index)
-        batch, first, count = self._spans[span]
-        return batch, first + index - (self._ends[span] - count)
-
-    def partition(self, index: int) -> int:
-        """The partition record ``index`` (in the order given) went to."""
-        return self._locate(index)[0].partition
-
-    def metadata(self, index: int) -> RecordMetadata:
-        """Record ``index``'s metadata once done; raises its error if it failed.
-
-        Its serialized key and value sizes are -1: a bulk send does not keep them.
-        """
-        self._check_done()
-        batch, pos = self._locate(index)
-        offset, log_append_time, exc = batch.outcome(pos)
-        if exc is not None:
-            raise exc
-        return RecordMetadata(
-            batch.topic,
-            batch.partition,
-            offset,
-            log_append_time if log_append_time >= 0 else self.timestamp_ms,
-            -1,
-            -1,
-        )
-
-    def __repr__(self) -> str:
-        state = "done" if self.done() else "pending"
-        return f"<BulkDelivery {self.topic} records={self.records} {state}>"
-
-
-class MemoryBudget:
-    """The ``buffer_memory`` byte budget shared by all partitions.
-
-    Waiters are served strictly first come, first served, and a release wakes only the
-    waiters whose request now fits, with the bytes already handed to them, so a freed batch
-    never wakes every blocked sender at once to fight over it.
-    """
-
-    __slots__ = ("_waiters", "closed", "limit", "used")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.closed = False
-        # [bytes wanted, event, granted]
-        self._waiters: collections.deque[list[Any]] = collections.deque()
-
-    @property
-    def available(self) -> int:
-        """Bytes not reserved by anyone."""
-        return self.limit - self.used
-
-    @property
-    def waiters(self) -> int:
-        """Number of senders waiting for space."""
-        return len(self._waiters)
-
-    def try_reserve(self, nbytes: int) -> bool:
-        """Reserve ``nbytes`` now if that is possible without overtaking a waiter."""
-        if self._waiters or self.used + nbytes > self.limit:
-            return False
-        self.used += nbytes
-        return True
-
-    async def reserve(self, nbytes: int, timeout: float) -> None:
-        """Reserve ``nbytes``, waiting in line up to ``timeout`` seconds (BufferFullError)."""
-        if self.closed:
-            raise ProducerClosedError("the producer is closed")
-        if self.try_reserve(nbytes):
-            return
-        waiter: list[Any] = [nbytes, anyio.Event(), False]
-        self._waiters.append(waiter)
-        try:
-            with anyio.move_on_after(timeout):
-                await waiter[1].wait()
-        except BaseException:
-            # Cancelled: give back what may already have been handed to us, so a cancelled
-            # send() leaves nothing behind.
-            self._leave(waiter)
-            raise
-        if not waiter[2]:
-            self._leave(waiter)
-            if self.closed:
-                raise ProducerClosedError("the producer was closed while waiting for buffer space")
-            raise BufferFullError(
-                f"no room in buffer_memory ({self.limit} bytes) for {nbytes} bytes "
-                f"within max_block_ms ({timeout * 1000:.0f} ms)"
-            )
-
-    def _leave(self, waiter: list[Any]) -> None:
-        if waiter[2]:
-            waiter[2] = False
-            self.release(waiter[0])
-            return
-        with contextlib.suppress(ValueError):
-            self._waiters.remove(waiter)
-        # We may have been the one holding up the line.
-        self._serve()
-
-    def close(self) -> None:
-        """Refuse further waits and wake every waiter empty-handed."""
-        self.closed = True
-        waiters, self._waiters = self._waiters, collections.deque()
-        for waiter in waiters:
-            waiter[1].set()
-
-    def release(self, nbytes: int) -> None:
-        """Return ``nbytes`` to the budget and serve waiters that now fit."""
-        self.used -= nbytes
-        if self._waiters:
-            self._serve()
-
-    def _serve(self) -> None:
-        waiters = self._waiters
-        while waiters and self.used + waiters[0][0] <= self.limit:
-            waiter = waiters.popleft()
-            self.used += waiter[0]
-            waiter[2] = True
-            waiter[1].set()
 
 
 class Accumulator:
@@ -563,24 +219,19 @@ class Accumulator:
         self.closing = False
         #: Every batch not yet completed, in creation order (for flush and close).
         self.incomplete: dict[ProducerBatch, None] = {}
-
-    @staticmethod
-    def estimate_size(key_len: int, value_len: int, headers: HeaderList | None) -> int:
-        """An upper bound of the bytes a record adds to a batch (before compression)."""
-        size = key_len + value_len + _RECORD_FRAMING_MAX
-        if headers:
-            for hkey, hvalue in headers:
-                # A str of n code points is at most 4n bytes of UTF-8.
-                size += 10 + 4 * len(hkey) + (len(hvalue) if hvalue is not None else 0)
-        return size
+        #: Whether the batch the latest :meth:`append` went into is full (set by it).
+        self.last_batch_full = False
+        #: Called with every batch :meth:`append` and :meth:`append_run` open; the intake
+        #: sets it to settle other threads' records a batch at a time.
+        self.on_new_batch: Callable[[ProducerBatch], None] | None = None
 
     def append(
         self,
         topic: str,
         partition: int,
         timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
+        key: bytes | bytearray | None,
+        value: bytes | bytearray | None,
         headers: HeaderList | None,
         reserved: int,
         now: float,
@@ -607,16 +258,17 @@ class Accumulator:
             dq.append(batch)
             wake = True
             # The header is charged to the batch, outside the record's own estimate.
-            self.budget.used += RECORD_BATCH_OVERHEAD
+            self.budget.charge(RECORD_BATCH_OVERHEAD)
             batch.reserved += RECORD_BATCH_OVERHEAD
         index = batch.builder.record_count
         added = batch.builder.append(timestamp_ms, key, value, headers or ())
         # Give back what the estimate over-reserved.
-        self.budget.used -= reserved - added
+        self.budget.release(reserved - added)
         batch.reserved += added
         if batch.builder.size_in_bytes >= self.batch_size:
             batch.full = True
             wake = True
+        self.last_batch_full = batch.full
         handle = DeliveryHandle(
             batch,
             index,
@@ -666,7 +318,7 @@ class Accumulator:
                     dq.append(batch)
                     wake = True
                     # The header is charged to the batch, outside the records' estimates.
-                    budget.used += RECORD_BATCH_OVERHEAD
+                    budget.charge(RECORD_BATCH_OVERHEAD)
                     batch.reserved += RECORD_BATCH_OVERHEAD
                 builder = batch.builder
                 first = builder.record_count
@@ -715,6 +367,8 @@ class Accumulator:
         builder = RecordBatchBuilder(self.codec, self.compression_level)
         batch = ProducerBatch(topic, partition, builder, now, now + self.delivery_timeout)
         self.incomplete[batch] = None
+        if self.on_new_batch is not None:
+            self.on_new_batch(batch)
         return batch
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:

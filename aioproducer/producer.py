@@ -1,12 +1,15 @@
-"""The public asynchronous :class:`Producer`."""
+"""The public asynchronous :class:`Producer`: its lifecycle and sending API.
+
+Records get into batches through the producer's :class:`~aioproducer.intake.Intake`
+(``intake.py``), which checks them and places them; the producer adds the waiting: for a
+topic's first metadata and for buffer space.
+"""
 
 from __future__ import annotations
 
-import bisect
 import math
-import operator
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -14,39 +17,25 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .accumulator import (
-    Accumulator,
-    BulkDelivery,
-    DeliveryHandle,
-    MemoryBudget,
-    ProducerBatch,
-    RecordMetadata,
-)
-from .cluster import Cluster, TopicInfo
+from .accumulator import Accumulator
+from .budget import MemoryBudget
+from .cluster import Cluster
 from .config import ProducerConfig
 from .errors import (
     BufferFullError,
-    InvalidArgumentError,
-    KafkaError,
     KafkaTimeoutError,
     MetadataNotReadyError,
     ProducerClosedError,
     ProducerNotStartedError,
-    RecordTooLargeError,
-    SerializationError,
 )
+from .intake import Headers, Intake, aligned, check_topic, record_timestamp
 from .metrics import Metrics
-from .partitioner import StickyPartitioner, partition_for_key
-from .protocol.records import RECORD_BATCH_OVERHEAD
+from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .sender import Sender
 
 __all__ = ["Headers", "Producer"]
 
-#: Headers as ``[(key, value), ...]`` or ``{key: value}``; keys str, values bytes-like/str/None.
-Headers = Sequence[tuple[str, Any]] | Mapping[str, Any]
-
 _NEW, _RUNNING, _CLOSING, _CLOSED = range(4)
-_BytesLike = (bytes, bytearray)
 
 
 class Producer:
@@ -82,15 +71,13 @@ class Producer:
         self._metrics = Metrics()
         self._cluster = Cluster(cfg, authenticator=_authenticator(cfg))
         self._sender = Sender(cfg, self._acc, self._cluster, self._metrics)
-        self._sticky = StickyPartitioner(cfg.batch_size)
+        #: Package-internal: how records get into this producer's batches. Its checks may
+        #: run in any thread; SyncProducer feeds the producer through it (``handoff.py``).
+        self.intake = Intake(cfg, self._budget, self._acc, self._cluster, self._sender.wakeup)
         self._state = _NEW
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed_event: anyio.Event | None = None
         self._max_block = cfg.max_block_ms / 1000
-        self._max_record = min(cfg.max_request_size, cfg.buffer_memory)
-        self._key_serializer = cfg.key_serializer
-        self._value_serializer = cfg.value_serializer
-        self._keys_decide = cfg.partitioner is None and not cfg.partitioner_ignore_keys
 
     def __repr__(self) -> str:
         state = ("new", "running", "closing", "closed")[self._state]
@@ -112,6 +99,7 @@ class Producer:
         task_group.start_soon(self._sender.run)
         self._cluster.request_refresh()
         self._state = _RUNNING
+        self.intake.accepting = True
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -141,6 +129,7 @@ class Producer:
                 await self._closed_event.wait()
             return
         self._state = _CLOSING
+        self.intake.accepting = False
         self._acc.closing = True
         self._sender.wakeup()
         try:
@@ -198,15 +187,17 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        key_b, value_b, hdrs, ts = self._prepare(topic, key, value, headers, timestamp_ms)
+        intake = self.intake
+        record = intake.record(topic, key, value, headers, partition, timestamp_ms)
         info = self._cluster.snapshot.topics.get(topic)
         waited = 0.0
         if info is None:
-            _check_topic(topic)
             started = time.monotonic()
-            info = await self._cluster.wait_for_topic(topic, self._max_block)
+            info = await intake.wait_for_topic(topic, self._max_block)
             waited = time.monotonic() - started
-        need, part = self._size_and_partition(topic, info, key_b, value_b, hdrs, partition)
+        if partition is not None:
+            intake.check_partition(topic, partition, info)
+        need = record.size
         if not self._budget.try_reserve(need):
             await self._budget.reserve(need, max(0.0, self._max_block - waited))
             if self._state != _RUNNING:
@@ -214,10 +205,8 @@ class Producer:
                 self._raise_not_running()
             # The partition count may have changed while we waited.
             info = self._cluster.snapshot.topics.get(topic, info)
-            part = self._partition(topic, info, key_b, partition)
-        handle, wake = self._append(topic, info, part, ts, key_b, value_b, hdrs, need, partition)
+        handle, wake = intake.append(record, info)
         if wake:
-            self._sender.wakeup()
             # Let the sender run between batches even if the caller never yields.
             await anyio.lowlevel.cancel_shielded_checkpoint()
         return handle
@@ -239,22 +228,22 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        key_b, value_b, hdrs, ts = self._prepare(topic, key, value, headers, timestamp_ms)
+        intake = self.intake
+        record = intake.record(topic, key, value, headers, partition, timestamp_ms)
         info = self._cluster.snapshot.topics.get(topic)
         if info is None:
-            _check_topic(topic)
+            check_topic(topic)
             self._cluster.add_topics((topic,))
             raise MetadataNotReadyError(f"metadata for topic {topic!r} is not loaded yet")
-        need, part = self._size_and_partition(topic, info, key_b, value_b, hdrs, partition)
+        if partition is not None:
+            intake.check_partition(topic, partition, info)
+        need = record.size
         if not self._budget.try_reserve(need):
             raise BufferFullError(
                 f"no room in buffer_memory ({self._budget.limit} bytes, "
                 f"{self._budget.used} in use) for a {need}-byte record"
             )
-        handle, wake = self._append(topic, info, part, ts, key_b, value_b, hdrs, need, partition)
-        if wake:
-            self._sender.wakeup()
-        return handle
+        return intake.append(record, info)[0]
 
     async def send_and_wait(
         self,
@@ -288,28 +277,31 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
+        intake = self.intake
         info = self._cluster.snapshot.topics.get(topic)
         if info is None:
-            _check_topic(topic)
-            info = await self._cluster.wait_for_topic(topic, self._max_block)
+            info = await intake.wait_for_topic(topic, self._max_block)
         values = list(values) if not isinstance(values, Sequence) else values
         count = len(values)
-        key_list = _aligned(keys, count, "keys")
-        header_list = _aligned(headers, count, "headers")
+        key_list = aligned(keys, count, "keys")
+        header_list = aligned(headers, count, "headers")
+        if partition is not None:
+            intake.check_partition(topic, partition, info)
         handles: list[DeliveryHandle] = []
-        append = handles.append
-        prepare = self._prepare
-        size_and_partition = self._size_and_partition
+        add = handles.append
+        prepare = intake.record
+        append = intake.append
         budget = self._budget
         for i in range(count):
-            key_b, value_b, hdrs, ts = prepare(
+            record = prepare(
                 topic,
                 key_list[i] if key_list is not None else None,
                 values[i],
                 header_list[i] if header_list is not None else None,
+                partition,
                 timestamp_ms,
             )
-            need, part = size_and_partition(topic, info, key_b, value_b, hdrs, partition)
+            need = record.size
             if not budget.try_reserve(need):
                 self._sender.wakeup()
                 await budget.reserve(need, self._max_block)
@@ -317,13 +309,9 @@ class Producer:
                     budget.release(need)
                     self._raise_not_running()
                 info = self._cluster.snapshot.topics.get(topic, info)
-                part = self._partition(topic, info, key_b, partition)
-            handle, wake = self._append(
-                topic, info, part, ts, key_b, value_b, hdrs, need, partition
-            )
-            append(handle)
+            handle, wake = append(record, info)
+            add(handle)
             if wake:
-                self._sender.wakeup()
                 await anyio.lowlevel.cancel_shielded_checkpoint()
         return handles
 
@@ -350,41 +338,27 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
+        intake = self.intake
         info = self._cluster.snapshot.topics.get(topic)
         if info is None:
-            _check_topic(topic)
-            info = await self._cluster.wait_for_topic(topic, self._max_block)
-        ts = _record_timestamp(timestamp_ms)
-        cols = _prepare_bulk(self, topic, info, values, keys, headers, partitions)
+            info = await intake.wait_for_topic(topic, self._max_block)
+        ts = record_timestamp(timestamp_ms)
+        cols = intake.columns(topic, info, values, keys, headers, partitions)
         bulk = BulkDelivery(topic, ts)
         budget = self._budget
         try:
-            for part, start, stop in cols.runs:
-                pos = start
-                while pos < stop:
-                    end = cols.slice_end(pos, stop, part is None, self.config.batch_size)
-                    need = cols.estimate(pos, end)
-                    if not budget.try_reserve(need):
-                        self._sender.wakeup()
-                        await budget.reserve(need, self._max_block)
-                        if self._state != _RUNNING:
-                            budget.release(need)
-                            self._raise_not_running()
-                        info = self._cluster.snapshot.topics.get(topic, info)
-                    spans: list[tuple[ProducerBatch, int, int]] = []
-                    try:
-                        wake = self._append_slice(
-                            topic, info, part, ts, cols, pos, end, need, spans
-                        )
-                    finally:
-                        bulk._add_spans(spans)
-                    pos = end
-                    if wake:
-                        self._sender.wakeup()
-                        await anyio.lowlevel.cancel_shielded_checkpoint()
+            for run in cols.slices(self.config.batch_size, bulk):
+                if not budget.try_reserve(run.size):
+                    self._sender.wakeup()
+                    await budget.reserve(run.size, self._max_block)
+                    if self._state != _RUNNING:
+                        budget.release(run.size)
+                        self._raise_not_running()
+                    info = self._cluster.snapshot.topics.get(topic, info)
+                if intake.append_run(run, info):
+                    await anyio.lowlevel.cancel_shielded_checkpoint()
         finally:
-            bulk._order = cols.order
-            bulk._track()
+            bulk.track(cols.order)
         if cols.error is not None:
             raise cols.error
         return bulk
@@ -417,10 +391,10 @@ class Producer:
         """The partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
         if self._state != _RUNNING:
             self._raise_not_running()
-        _check_topic(topic)
+        check_topic(topic)
         info = self._cluster.snapshot.topics.get(topic)
         if info is None:
-            info = await self._cluster.wait_for_topic(topic, self._max_block)
+            info = await self.intake.wait_for_topic(topic, self._max_block)
         return list(info.partitions)
 
     def metrics(self) -> dict[str, float]:
@@ -440,452 +414,6 @@ class Producer:
                 "or 'await producer.start()'"
             )
         raise ProducerClosedError("the producer is closed")
-
-    def _too_large(self, size: int) -> RecordTooLargeError:
-        return RecordTooLargeError(
-            f"the record is {size} bytes when serialized, larger than "
-            f"max_request_size ({self.config.max_request_size}) or "
-            f"buffer_memory ({self.config.buffer_memory})"
-        )
-
-    def _prepare(
-        self,
-        topic: str,
-        key: Any,
-        value: Any,
-        headers: Headers | None,
-        timestamp_ms: int | None,
-    ) -> tuple[Any, Any, list[tuple[str, bytes | None]] | None, int]:
-        # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
-        if self._key_serializer is not None and key is not None:
-            key = _serialize(self._key_serializer, topic, key, "key")
-        if self._value_serializer is not None and value is not None:
-            value = _serialize(self._value_serializer, topic, value, "value")
-        # bytes and bytearray are written as they are: the batch copies them on append.
-        if key is not None and type(key) not in _BytesLike:
-            key = _coerce(key, "key")
-        if value is not None and type(value) not in _BytesLike:
-            value = _coerce(value, "value")
-        hdrs = _headers(headers) if headers else None
-        return key, value, hdrs, _record_timestamp(timestamp_ms)
-
-    def _size_and_partition(
-        self,
-        topic: str,
-        info: TopicInfo,
-        key: Any,
-        value: Any,
-        hdrs: list[tuple[str, bytes | None]] | None,
-        partition: int | None,
-    ) -> tuple[int, int]:
-        """The bytes to reserve for a record (RecordTooLargeError if it can never fit) and
-        its partition."""
-        return self._record_size(key, value, hdrs), self._partition(topic, info, key, partition)
-
-    def _record_size(
-        self, key: Any, value: Any, hdrs: list[tuple[str, bytes | None]] | None
-    ) -> int:
-        """The bytes to reserve for a record; RecordTooLargeError if it can never fit."""
-        need = self._acc.estimate_size(
-            len(key) if key is not None else 0,
-            len(value) if value is not None else 0,
-            hdrs,
-        )
-        if need + RECORD_BATCH_OVERHEAD > self._max_record:
-            raise self._too_large(need + RECORD_BATCH_OVERHEAD)
-        return need
-
-    def _partition(self, topic: str, info: TopicInfo, key: Any, partition: int | None) -> int:
-        count = len(info.partitions)
-        if partition is not None:
-            if type(partition) is not int or not 0 <= partition < count:
-                raise _invalid_partition(topic, partition, count)
-            return partition
-        custom = self.config.partitioner
-        if custom is not None:
-            chosen = custom(topic, key, info.partitions, info.available)
-            if type(chosen) is not int or not 0 <= chosen < count:
-                raise InvalidArgumentError(
-                    f"the partitioner returned {chosen!r} for topic {topic!r}, "
-                    f"which has {count} partitions"
-                )
-            return chosen
-        if key is not None and self._keys_decide:
-            return partition_for_key(key, count)
-        return self._sticky.partition(topic, info.available, count)
-
-    def _append(
-        self,
-        topic: str,
-        info: TopicInfo,
-        part: int,
-        ts: int,
-        key: Any,
-        value: Any,
-        hdrs: list[tuple[str, bytes | None]] | None,
-        need: int,
-        explicit: int | None,
-    ) -> tuple[DeliveryHandle, bool]:
-        acc = self._acc
-        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need, time.monotonic())
-        if (
-            explicit is None
-            and (key is None or not self._keys_decide)
-            and self.config.partitioner is None
-        ):
-            # The record went into the partition's newest batch, so its fullness is the
-            # partition's.
-            self._sticky.on_append(
-                topic,
-                part,
-                need,
-                handle._batch.full,
-                info.available,
-                len(info.partitions),
-            )
-        return handle, wake
-
-    def _append_slice(
-        self,
-        topic: str,
-        info: TopicInfo,
-        part: int | None,
-        ts: int,
-        cols: _BulkColumns,
-        start: int,
-        stop: int,
-        reserved: int,
-        spans: list[tuple[ProducerBatch, int, int]],
-    ) -> bool:
-        """Append records ``start:stop`` of ``cols`` (``reserved`` bytes already reserved)
-        to ``part``, or to the sticky partition when ``part`` is None; returns whether
-        the sender should be woken."""
-        count = len(info.partitions)
-        sticky = part is None
-        if part is None:
-            part = self._sticky.partition(topic, info.available, count)
-        elif part >= count:
-            # The topic shrank (or metadata changed) since the partitions were checked.
-            self._budget.release(reserved)
-            raise InvalidArgumentError(
-                f"partition {part} is not valid for topic {topic!r}, which has {count} partitions"
-            )
-        before = len(spans)
-        _appended, added, wake = self._acc.append_run(
-            topic,
-            part,
-            ts,
-            cols.keys,
-            cols.values,
-            cols.headers,
-            start,
-            stop,
-            reserved,
-            time.monotonic(),
-            spans,
-        )
-        if sticky and len(spans) > before:
-            self._sticky.on_append(topic, part, added, spans[-1][0].full, info.available, count)
-        return wake
-
-
-_FRAMING = Accumulator.estimate_size(0, 0, None)
-_NoneType = type(None)
-# Records appended per slice of a bulk send: between slices the sender may run.
-_BULK_SLICE = 4096
-
-
-class _BulkColumns:
-    """A bulk send's records, checked and converted, grouped into runs by partition."""
-
-    __slots__ = (
-        "error",
-        "header_sizes",
-        "headers",
-        "keys",
-        "max_estimate",
-        "order",
-        "runs",
-        "values",
-    )
-
-    def __init__(
-        self,
-        values: Sequence[Any],
-        keys: Sequence[Any] | None,
-        headers: Sequence[Any] | None,
-    ) -> None:
-        self.values = values
-        self.keys = keys
-        self.headers = headers
-        # Per-record upper bounds of the headers' encoded size, when there are headers.
-        self.header_sizes: list[int] | None = None
-        self.max_estimate = _FRAMING
-        self.order: Sequence[int] | None = None
-        self.runs: list[tuple[int | None, int, int]] = []
-        self.error: BaseException | None = None
-
-    def estimate(self, start: int, stop: int) -> int:
-        """An upper bound of the bytes records ``start:stop`` add to batches."""
-        total = _FRAMING * (stop - start)
-        total += sum(map(len, filter(None, self.values[start:stop])))
-        if self.keys is not None:
-            total += sum(map(len, filter(None, self.keys[start:stop])))
-        if self.header_sizes is not None:
-            total += sum(self.header_sizes[start:stop])
-        return total
-
-    def slice_end(self, start: int, stop: int, sticky: bool, batch_size: int) -> int:
-        """Where the slice starting at ``start`` ends: at most a batch's worth for the
-        sticky partitioner (it may move on after each batch), else ``_BULK_SLICE``
-        records, and never so many bytes that one reservation could take the buffer."""
-        step = _BULK_SLICE
-        if sticky:
-            step = min(step, max(1, batch_size // self.max_estimate))
-        return min(stop, start + step)
-
-
-def _prepare_bulk(
-    producer: Producer,
-    topic: str,
-    info: TopicInfo,
-    values: Sequence[Any],
-    keys: Sequence[Any] | None,
-    headers: Sequence[Any] | None,
-    partitions: Sequence[int | None] | None,
-) -> _BulkColumns:
-    """Check and convert a bulk send's columns, cut them at the first bad record and
-    group them by partition.
-
-    Per-record Python runs only where the input needs it (serializers, values that are
-    not bytes, headers, keys to hash); columns of bytes are checked with C-level passes.
-    """
-    values = values if isinstance(values, Sequence) else list(values)
-    count = len(values)
-    keys = _aligned(keys, count, "keys")
-    headers = _aligned(headers, count, "headers")
-    partitions = _aligned(partitions, count, "partitions")
-    bad = count
-    error: BaseException | None = None
-
-    def fail(index: int, exc: BaseException) -> None:
-        nonlocal bad, error
-        if index < bad:
-            bad = index
-            error = type(exc)(f"record {index} of the bulk send: {exc}")
-            error.__cause__ = exc
-
-    values = _bulk_bytes(topic, values, producer._value_serializer, "value", fail)
-    if keys is not None:
-        keys = _bulk_bytes(topic, keys, producer._key_serializer, "key", fail)
-    header_sizes: list[int] | None = None
-    if headers is not None:
-        normalized: list[Any] = []
-        header_sizes = []
-        for i, hdrs in enumerate(headers):
-            if i >= bad:
-                break
-            try:
-                hl = _headers(hdrs) if hdrs else None
-            except SerializationError as exc:
-                fail(i, exc)
-                break
-            normalized.append(hl)
-            header_sizes.append(Accumulator.estimate_size(0, 0, hl) - _FRAMING)
-        headers = normalized
-    # Sizes: one C-level pass finds the largest record bound; only if that is too large
-    # for a request is each record measured to find the first culprit.
-    max_need = producer._max_record - RECORD_BATCH_OVERHEAD
-    vmax = max(map(len, filter(None, values[:bad])), default=0)
-    kmax = max(map(len, filter(None, keys[:bad])), default=0) if keys is not None else 0
-    hmax = max(header_sizes, default=0) if header_sizes else 0
-    if _FRAMING + vmax + kmax + hmax > max_need:
-        for i in range(bad):
-            v, k = values[i], keys[i] if keys is not None else None
-            need = (
-                _FRAMING
-                + (len(v) if v is not None else 0)
-                + (len(k) if k is not None else 0)
-                + (header_sizes[i] if header_sizes is not None else 0)
-            )
-            if need > max_need:
-                fail(i, producer._too_large(need + RECORD_BATCH_OVERHEAD))
-                break
-    parts: list[Any] | None = None
-    nparts = len(info.partitions)
-    if partitions is not None:
-        parts = list(partitions[:bad])
-        for i, p in enumerate(parts):
-            if p is not None and (type(p) is not int or not 0 <= p < nparts):
-                fail(i, _invalid_partition(topic, p, nparts))
-                break
-    custom = producer.config.partitioner
-    if custom is not None or (keys is not None and producer._keys_decide):
-        # Keys to hash or a custom partitioner: one partition per record, decided here.
-        if parts is None:
-            parts = [None] * bad
-        for i in range(bad):
-            if parts[i] is None:
-                k = keys[i] if keys is not None else None
-                if custom is None and k is None:
-                    continue  # a null key goes to the sticky partition
-                try:
-                    parts[i] = producer._partition(topic, info, k, None)
-                except KafkaError as exc:
-                    fail(i, exc)
-                    break
-                except Exception as exc:
-                    err = InvalidArgumentError(f"the record could not be partitioned: {exc!r}")
-                    err.__cause__ = exc
-                    fail(i, err)
-                    break
-    cols = _BulkColumns(values, keys, headers)
-    cols.header_sizes = header_sizes
-    cols.max_estimate = _FRAMING + vmax + kmax + hmax
-    cols.error = error
-    if parts is not None:
-        del parts[bad:]
-    _group(cols, parts, bad)
-    return cols
-
-
-def _bulk_bytes(
-    topic: str,
-    column: Sequence[Any],
-    serializer: Any,
-    what: str,
-    fail: Any,
-) -> Sequence[Any]:
-    """``column`` with every item bytes or None (a C-level type scan when it already is)."""
-    if serializer is None and set(map(type, column)) <= {bytes, _NoneType}:
-        return column
-    out: list[Any] = []
-    append = out.append
-    for i, item in enumerate(column):
-        try:
-            if serializer is not None and item is not None:
-                item = _serialize(serializer, topic, item, what)
-            if item is not None and type(item) is not bytes:
-                item = _coerce(item, what)
-        except SerializationError as exc:
-            fail(i, exc)
-            break
-        append(item)
-    return out
-
-
-def _group(cols: _BulkColumns, parts: list[Any] | None, count: int) -> None:
-    """Order ``cols``' first ``count`` records by partition (stably) and cut them into runs."""
-    if count == 0:
-        return
-    if parts is None:
-        cols.runs = [(None, 0, count)]
-        return
-    distinct = set(parts)
-    if len(distinct) == 1:
-        cols.runs = [(parts[0], 0, count)]
-        return
-    if None in distinct:
-        # Records for the sticky partitioner sort first, under a key no partition has.
-        sort_keys: list[int] = [-1 if p is None else p for p in parts]
-    else:
-        sort_keys = parts
-    order = sorted(range(count), key=sort_keys.__getitem__)
-    pick = operator.itemgetter(*order)
-    ordered_keys = list(pick(sort_keys))
-    cols.values = list(pick(cols.values))
-    if cols.keys is not None:
-        cols.keys = list(pick(cols.keys))
-    if cols.headers is not None:
-        cols.headers = list(pick(cols.headers))
-    if cols.header_sizes is not None:
-        cols.header_sizes = list(pick(cols.header_sizes))
-    cols.order = order
-    runs: list[tuple[int | None, int, int]] = []
-    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
-        key = -1 if p is None else p
-        runs.append(
-            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
-        )
-    cols.runs = runs
-
-
-def _record_timestamp(timestamp_ms: int | None) -> int:
-    if timestamp_ms is None:
-        return int(time.time() * 1000)
-    if type(timestamp_ms) is int and timestamp_ms >= 0:
-        return timestamp_ms
-    raise InvalidArgumentError(
-        f"timestamp_ms must be a non-negative int (milliseconds since the epoch) or "
-        f"None, got {timestamp_ms!r}"
-    )
-
-
-def _invalid_partition(topic: str, partition: object, count: int) -> InvalidArgumentError:
-    return InvalidArgumentError(
-        f"partition {partition!r} is not valid for topic {topic!r}, which has "
-        f"{count} partitions (0..{count - 1})"
-    )
-
-
-def _check_topic(topic: object) -> None:
-    if not isinstance(topic, str) or not topic:
-        raise InvalidArgumentError(f"topic must be a non-empty str, got {topic!r}")
-    if len(topic) > 249:
-        raise InvalidArgumentError(f"topic name is longer than 249 characters: {topic[:40]!r}...")
-
-
-def _coerce(obj: object, what: str) -> bytes:
-    if isinstance(obj, str):
-        return obj.encode("utf-8")
-    if isinstance(obj, memoryview):
-        return obj.tobytes()
-    if isinstance(obj, (bytes, bytearray)):
-        return bytes(obj)
-    raise SerializationError(
-        f"{what} must be bytes, bytearray, memoryview, str or None "
-        f"(or configure {what}_serializer), got {type(obj).__name__}"
-    )
-
-
-def _serialize(serializer: Any, topic: str, obj: object, what: str) -> Any:
-    try:
-        out = serializer(topic, obj)
-    except Exception as exc:
-        raise SerializationError(f"{what}_serializer failed: {exc!r}") from exc
-    if out is not None and type(out) not in _BytesLike:
-        out = _coerce(out, what)
-    return out
-
-
-def _headers(headers: Headers) -> list[tuple[str, bytes | None]]:
-    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
-    out: list[tuple[str, bytes | None]] = []
-    try:
-        for hkey, hvalue in items:
-            if not isinstance(hkey, str):
-                raise SerializationError(
-                    f"header keys must be str, got {type(hkey).__name__} ({hkey!r})"
-                )
-            if hvalue is not None and type(hvalue) is not bytes:
-                hvalue = _coerce(hvalue, f"header {hkey!r} value")
-            out.append((hkey, hvalue))
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, SerializationError):
-            raise
-        raise SerializationError(
-            "headers must be a sequence of (str, bytes) pairs or a mapping of str to bytes"
-        ) from exc
-    return out
-
-
-def _aligned(items: Iterable[Any] | None, count: int, name: str) -> Sequence[Any] | None:
-    if items is None:
-        return None
-    seq = items if isinstance(items, Sequence) else list(items)
-    if len(seq) != count:
-        raise InvalidArgumentError(f"{name} has {len(seq)} items but values has {count}")
-    return seq
 
 
 def _authenticator(config: ProducerConfig) -> Any:

@@ -354,7 +354,7 @@ def _send(
     """
     start, count = 0, len(values)
     while start < count:
-        _bulk, index, error = producer._bulk(
+        _bulk, index, error = producer.send_bulk_until_error(
             topic,
             values[start:] if start else values,
             keys[start:] if keys is not None and start else keys,
@@ -472,7 +472,7 @@ def _run_task(spec: _Spec, body: Any) -> dict[str, Any]:
     producer, name, tasks = _lease(spec)
     result = _TaskResult()
     try:
-        before = producer._tally()
+        before = producer.tally()
         body(producer, result)
         try:
             producer.flush(spec.flush_timeout)
@@ -480,7 +480,7 @@ def _run_task(spec: _Spec, body: Any) -> dict[str, Any]:
             # Whatever is left fails now, with this task: a cached producer must not carry
             # this task's records into the next one's accounting.
             producer.close(timeout=0)
-        after = producer._tally()
+        after = producer.tally()
     except BaseException:
         # The worker may be torn down after a failed task; close what we can.
         producer.close(timeout=0)

@@ -1,55 +1,32 @@
 """A blocking, thread-safe facade over :class:`~aioproducer.Producer`.
 
 :class:`SyncProducer` runs an ordinary async producer on a :class:`~aioproducer.LoopRunner`
-(a loop in a daemon thread, shared by every sync producer of the process by default).
-Calling threads do the per-record work that can fail on bad input (serializing, sizing,
-checking the partition) themselves, so a bad record raises from ``send()`` in the caller's
-thread and nothing else is harmed. Good records go into a shared pending chunk; the loop
-is woken once when that chunk goes from empty to non-empty and moves the whole chunk into
-the accumulator in one go, so crossing threads costs one wake-up per chunk, not one per
-record. Outcomes come from the batches: one callback per batch settles every
-:class:`DeliveryFuture` in it.
+(a loop in a daemon thread, shared by every sync producer of the process by default) and
+feeds it through the intake the producer offers other threads: calling threads check
+records with its :class:`~aioproducer.intake.Intake` (a bad record raises in the caller
+and harms nothing else) and hand them to its :class:`~aioproducer.handoff.Handoff`, which
+moves them to the loop a chunk at a time. What ``send()`` returns is a promise read from
+the hand-off (a :class:`DeliveryFuture`); waiting is a wait on the hand-off's condition.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import contextlib
 import logging
-import math
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
-from .accumulator import Accumulator, BulkDelivery, DeliveryHandle, ProducerBatch, RecordMetadata
-from .cluster import TopicInfo
 from .config import ProducerConfig
-from .errors import (
-    BufferFullError,
-    InvalidArgumentError,
-    KafkaError,
-    KafkaTimeoutError,
-    ProducerClosedError,
-    UnknownTopicOrPartitionError,
-)
-from .producer import _RUNNING as _PRODUCER_RUNNING
-from .producer import (
-    Headers,
-    Producer,
-    _aligned,
-    _BulkColumns,
-    _check_topic,
-    _coerce,
-    _invalid_partition,
-    _prepare_bulk,
-    _record_timestamp,
-)
-from .protocol.records import RECORD_BATCH_OVERHEAD
+from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError
+from .handoff import BulkEnd, Handoff, Pending, Tally
+from .intake import Headers, Intake, PreparedRecord, aligned, check_topic, record_timestamp
+from .producer import Producer
+from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner, default_runner
 
 __all__ = ["BulkFuture", "DeliveryFuture", "SyncProducer"]
@@ -57,62 +34,12 @@ __all__ = ["BulkFuture", "DeliveryFuture", "SyncProducer"]
 log = logging.getLogger("aioproducer.sync")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = range(4)
-_BytesLike = (bytes, bytearray)
-# Records moved from the pending chunk into the accumulator per loop callback: between two
-# slices the sender gets to run, so full batches leave while a large chunk is appended.
-_SLICE = 4096
-# Records a bulk call prepares (outside the lock) before it buffers them (under it).
-_BULK_STEP = 1024
-
-_FRAMING = Accumulator.estimate_size(0, 0, None)
-
-# (topic, key, value, headers, timestamp_ms, explicit partition, reserved bytes)
-_Record = tuple[str, Any, Any, Any, int, "int | None", int]
-# In the partition field, marks a slice of a bulk send: the key field then holds its
-# _BulkSlice and the reserved bytes are the whole slice's.
-_BULK: Any = object()
-
-
-class _BulkSlice:
-    """Records ``start:stop`` of a bulk send, bound for ``partition`` (None: sticky)."""
-
-    __slots__ = ("bulk", "cols", "last", "partition", "start", "stop")
-
-    def __init__(
-        self,
-        cols: _BulkColumns,
-        partition: int | None,
-        start: int,
-        stop: int,
-        bulk: BulkDelivery,
-        last: bool,
-    ) -> None:
-        self.cols = cols
-        self.partition = partition
-        self.start = start
-        self.stop = stop
-        self.bulk = bulk
-        self.last = last
+# Records send_many() checks (outside the hand-off's lock) before it hands them over.
+_STEP = 1024
 
 
 class _WaitTimeout(KafkaTimeoutError, concurrent.futures.TimeoutError):
     """``DeliveryFuture.result(timeout)`` ran out of time (the delivery goes on)."""
-
-
-class _Chunk:
-    """Records buffered by calling threads between two wake-ups of the loop."""
-
-    __slots__ = ("early_callbacks", "nbytes", "outcomes", "records")
-
-    def __init__(self) -> None:
-        self.records: list[_Record] = []
-        self.nbytes = 0
-        #: Per record, once the loop has taken it: its DeliveryHandle, or the exception
-        #: that kept it out of the accumulator.
-        #: A bulk slice's position holds None: no future refers to it.
-        self.outcomes: list[DeliveryHandle | BaseException | None] = []
-        #: Callbacks added to futures of this chunk before the loop took their records.
-        self.early_callbacks: list[tuple[DeliveryFuture, Callable[[DeliveryFuture], Any]]] = []
 
 
 class DeliveryFuture:
@@ -127,16 +54,15 @@ class DeliveryFuture:
     For ``concurrent.futures.wait()`` or ``as_completed()`` use :meth:`as_future`.
     """
 
-    __slots__ = ("__weakref__", "_chunk", "_engine", "_pos")
+    __slots__ = ("__weakref__", "_handoff", "_pending", "_pos")
 
-    def __init__(self, engine: _Engine, chunk: _Chunk, pos: int) -> None:
-        self._engine = engine
-        self._chunk = chunk
+    def __init__(self, handoff: Handoff[DeliveryFuture], pending: Pending, pos: int) -> None:
+        self._handoff = handoff
+        self._pending = pending
         self._pos = pos
 
     def _outcome(self) -> DeliveryHandle | BaseException | None:
-        outcomes = self._chunk.outcomes
-        return outcomes[self._pos] if self._pos < len(outcomes) else None
+        return self._handoff.outcome(self._pending, self._pos)
 
     def done(self) -> bool:
         """Whether the record has been delivered or has failed."""
@@ -144,7 +70,7 @@ class DeliveryFuture:
         if out is None:
             return False
         if type(out) is DeliveryHandle:
-            return out._batch.done
+            return out.done()
         return True
 
     def running(self) -> bool:
@@ -160,7 +86,7 @@ class DeliveryFuture:
         return False
 
     def _wait(self, timeout: float | None) -> DeliveryHandle | BaseException:
-        if not self.done() and not self._engine.wait_for(self.done, timeout):
+        if not self.done() and not self._handoff.wait_for(self.done, timeout):
             raise _WaitTimeout(f"the record was not delivered within {timeout} s (still pending)")
         out = self._outcome()
         assert out is not None
@@ -186,7 +112,7 @@ class DeliveryFuture:
 
     def add_done_callback(self, fn: Callable[[DeliveryFuture], Any]) -> None:
         """Call ``fn(future)`` once the record is done (at once if it already is)."""
-        if not self._engine.add_callback(self, fn):
+        if not self._handoff.when_done(self._pending, self._pos, lambda: _run_callback(fn, self)):
             _run_callback(fn, self)
 
     def as_future(self) -> concurrent.futures.Future[RecordMetadata]:
@@ -213,7 +139,7 @@ class DeliveryFuture:
         if out is None:
             return "<DeliveryFuture pending (not yet handed to the loop)>"
         if isinstance(out, DeliveryHandle):
-            state = "done" if out._batch.done else "pending"
+            state = "done" if out.done() else "pending"
             return f"<DeliveryFuture {out.topic}-{out.partition} {state}>"
         return f"<DeliveryFuture failed {type(out).__name__}>"
 
@@ -225,22 +151,6 @@ def _run_callback(fn: Callable[[DeliveryFuture], Any], future: DeliveryFuture) -
         log.exception("a DeliveryFuture callback raised")
 
 
-def _failures(batch: ProducerBatch) -> tuple[int, BaseException | None]:
-    """How many records of a completed batch failed, and the first error."""
-    children = batch._children
-    if children is None:
-        if batch.exception is not None:
-            return batch.record_count, batch.exception
-        return 0, None
-    total, first = 0, None
-    for child, _start in children:
-        count, exc = _failures(child)
-        total += count
-        if first is None:
-            first = exc
-    return total, first
-
-
 class BulkFuture:
     """The pending delivery of one :meth:`SyncProducer.send_bulk`, as a whole.
 
@@ -249,10 +159,10 @@ class BulkFuture:
     ``first_error``, per-record ``metadata(i)``). Deliveries cannot be cancelled.
     """
 
-    __slots__ = ("_bulk", "_engine")
+    __slots__ = ("_bulk", "_handoff")
 
-    def __init__(self, engine: _Engine, bulk: BulkDelivery) -> None:
-        self._engine = engine
+    def __init__(self, handoff: Handoff[DeliveryFuture], bulk: BulkDelivery) -> None:
+        self._handoff = handoff
         self._bulk = bulk
 
     @property
@@ -271,7 +181,7 @@ class BulkFuture:
         ``concurrent.futures.TimeoutError``) and does not affect the delivery.
         """
         bulk = self._bulk
-        if not bulk.done() and not self._engine.wait_for(bulk.done, timeout):
+        if not bulk.done() and not self._handoff.wait_for(bulk.done, timeout):
             raise _WaitTimeout(f"the bulk send was not done within {timeout} s (still pending)")
         return bulk
 
@@ -280,53 +190,26 @@ class BulkFuture:
         return f"<BulkFuture {self._bulk.topic} {state}>"
 
 
-class Tally:
-    """Counts of records a producer has taken and how many of them failed."""
-
-    __slots__ = ("failed", "first_error", "records")
-
-    def __init__(self, records: int = 0, failed: int = 0, first_error: BaseException | None = None):
-        self.records = records
-        self.failed = failed
-        self.first_error = first_error
-
-
 class _Engine:
-    """One process's running producer behind a :class:`SyncProducer`.
+    """One process's running producer behind a :class:`SyncProducer`: its lifecycle.
 
-    Thread side: ``cond`` guards the pending chunk, the state and the counters. Loop side:
-    the producer, the accumulator and the backlog of chunks being moved into it.
+    ``state`` is written under ``lock``; ``producer``, ``intake`` and ``handoff`` are set
+    on the loop before ``state`` becomes running and never change after.
     """
+
+    intake: Intake
+    handoff: Handoff[DeliveryFuture]
 
     def __init__(self, kwargs: dict[str, Any], config: ProducerConfig, runner: LoopRunner):
         self.kwargs = kwargs
+        self.config = config
         self.runner = runner
         self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
         self.state = _NEW
         self.producer: Producer | None = None
-        self.acc: Accumulator | None = None
-        self.limit = config.buffer_memory
-        self.max_block = config.max_block_ms / 1000
-        self.key_serializer = config.key_serializer
-        self.value_serializer = config.value_serializer
-        self.max_record = min(config.max_request_size, config.buffer_memory)
-        self.max_need = self.max_record - RECORD_BATCH_OVERHEAD
-        self.chunk = _Chunk()
-        self.wake_scheduled = False
-        self.waiting = 0
-        self.space_waiters = 0
-        self.urgent = False
-        self.watchers: dict[ProducerBatch, list[tuple[DeliveryFuture, Callable[..., Any]]]] = {}
-        self.tally = Tally()
-        # Loop side.
-        self.backlog: collections.deque[list[Any]] = collections.deque()  # [chunk, next index]
-        self.pump_scheduled = False
         self.stop_requested: Any = None
         self.close_timeout: float | None = None
         self.main_future: concurrent.futures.Future[None] | None = None
-
-    # -- lifecycle (called from threads) --------------------------------------------------
 
     def start(self) -> None:
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -340,30 +223,36 @@ class _Engine:
             producer = Producer(**self.kwargs)
             await producer.start()
         except BaseException as exc:
-            with self.cond:
+            with self.lock:
                 self.state = _CLOSED
             started.set_exception(exc)
             return
         self.producer = producer
-        self.acc = producer._acc
+        self.intake = producer.intake
+        max_block = self.config.max_block_ms / 1000
+        self.handoff = Handoff(producer.intake, self.runner, max_block, DeliveryFuture)
         self.stop_requested = asyncio.Event()
-        with self.cond:
+        with self.lock:
             self.state = _RUNNING
         started.set_result(None)
         try:
             await self.stop_requested.wait()
         finally:
             try:
-                # Whatever the threads buffered before close() goes out (or fails) too.
-                self._pump(math.inf)
+                # Whatever the threads handed over before close() goes out (or fails) too.
+                self.handoff.drain()
             finally:
                 await producer.close(self.close_timeout)
-                with self.cond:
+                with self.lock:
                     self.state = _CLOSED
-                    self.cond.notify_all()
+                self.handoff.close()
+
+    def check_running(self) -> None:
+        if self.state != _RUNNING:
+            raise ProducerClosedError("the producer is closed")
 
     def request_close(self, timeout: float | None) -> concurrent.futures.Future[None] | None:
-        with self.cond:
+        with self.lock:
             if self.state == _NEW or self.main_future is None:
                 self.state = _CLOSED
                 return None
@@ -371,9 +260,9 @@ class _Engine:
             if first:
                 self.state = _CLOSING
                 self.close_timeout = timeout
-                # Senders waiting for space must give up now.
-                self.cond.notify_all()
         if first:
+            # Threads waiting for space give up now.
+            self.handoff.close()
             self.runner.call_soon(self._on_stop)
         return self.main_future
 
@@ -381,361 +270,10 @@ class _Engine:
         if self.stop_requested is not None:
             self.stop_requested.set()
 
-    # -- waiting (threads) ----------------------------------------------------------------
-
-    def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
-        with self.cond:
-            self.waiting += 1
-            try:
-                return self.cond.wait_for(predicate, timeout)
-            finally:
-                self.waiting -= 1
-
-    def add_callback(self, future: DeliveryFuture, fn: Callable[[DeliveryFuture], Any]) -> bool:
-        """Register ``fn`` for ``future``; ``False`` if it is done and ``fn`` must run now."""
-        with self.cond:
-            out = future._outcome()
-            if out is None:
-                future._chunk.early_callbacks.append((future, fn))
-                return True
-            if type(out) is DeliveryHandle and not out._batch.done:
-                self.watchers.setdefault(out._batch, []).append((future, fn))
-                return True
-            return False
-
-    # -- buffering (threads) --------------------------------------------------------------
-
-    def buffer(self, records: list[_Record], nbytes: list[int], futures: bool) -> list[Any]:
-        """Add prepared records to the pending chunk, waiting for space as needed."""
-        out: list[Any] = []
-        cond = self.cond
-        total = sum(nbytes)
-        with cond:
-            self._check_running()
-            assert self.producer is not None
-            budget = self.producer._budget
-            limit = self.limit
-            chunk = self.chunk
-            recs = chunk.records
-            if chunk.nbytes + budget.used + total <= limit:
-                # Room for all of them: one extend, and the futures are made after the lock
-                # is released (holding it longer would stall the loop's next take).
-                first = len(recs)
-                recs.extend(records)
-                chunk.nbytes += total
-                self.tally.records += len(records)
-                if not self.wake_scheduled:
-                    self.wake_scheduled = True
-                    self.runner.call_soon(self._pump_soon)
-                fast = True
-            else:
-                fast = False
-        if fast:
-            if not futures:
-                return out
-            return [DeliveryFuture(self, chunk, i) for i in range(first, first + len(records))]
-        with cond:
-            self._check_running()
-            chunk = self.chunk
-            recs = chunk.records
-            added = 0
-            try:
-                for i, record in enumerate(records):
-                    need = nbytes[i]
-                    if chunk.nbytes + budget.used + need > limit:
-                        self._wait_for_space(need)
-                        chunk = self.chunk
-                        recs = chunk.records
-                    recs.append(record)
-                    chunk.nbytes += need
-                    added += 1
-                    if futures:
-                        out.append(DeliveryFuture(self, chunk, len(recs) - 1))
-            finally:
-                self.tally.records += added
-                wake = not self.wake_scheduled and bool(recs)
-                if wake:
-                    self.wake_scheduled = True
-                    self.runner.call_soon(self._pump_soon)
-        return out
-
-    def _check_running(self) -> None:
-        if self.state != _RUNNING:
-            raise ProducerClosedError("the producer is closed")
-
-    def _wait_for_space(self, need: int) -> None:
-        # Called with cond held. What is pending must move on, and batches must leave
-        # without lingering while someone waits (as the async producer does for waiters).
-        assert self.producer is not None
-        budget = self.producer._budget
-        deadline = time.monotonic() + self.max_block
-        self.space_waiters += 1
-        try:
-            if not self.wake_scheduled and self.chunk.records:
-                self.wake_scheduled = True
-                self.runner.call_soon(self._pump_soon)
-            self.runner.call_soon(self._make_urgent)
-            while self.chunk.nbytes + budget.used + need > self.limit:
-                self._check_running()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BufferFullError(
-                        f"no room in buffer_memory ({self.limit} bytes) for a {need}-byte "
-                        f"record within max_block_ms ({self.max_block * 1000:.0f} ms)"
-                    )
-                self.waiting += 1
-                try:
-                    # Woken by every completed batch; the timeout also covers bytes that
-                    # free up without one (records that fail while being taken).
-                    self.cond.wait(min(remaining, 0.05))
-                finally:
-                    self.waiting -= 1
-            self._check_running()
-        finally:
-            self.space_waiters -= 1
-
-    # -- the loop side ----------------------------------------------------------------------
-
-    def _make_urgent(self) -> None:
-        acc = self.acc
-        if acc is None or self.urgent or self.producer is None or self.producer.closed:
-            return
-        self.urgent = True
-        acc.flushing += 1
-        self.producer._sender.wakeup()
-
-    def _unurgent(self) -> None:
-        if self.acc is not None:
-            self.acc.flushing -= 1
-
-    def _pump_soon(self) -> None:
-        self.pump_scheduled = False
-        self._pump(_SLICE)
-
-    def _take_pending(self) -> None:
-        with self.cond:
-            chunk = self.chunk
-            self.wake_scheduled = False
-            if not chunk.records:
-                return
-            self.chunk = _Chunk()
-            assert self.producer is not None
-            # The chunk's bytes were admitted against the budget by the threads; they are
-            # charged to it here, and the accumulator then trims each estimate to size.
-            self.producer._budget.used += chunk.nbytes
-        self.backlog.append([chunk, 0])
-
-    def _pump(self, limit: float) -> None:
-        """Move up to ``limit`` records (oldest chunk first) into the accumulator."""
-        self._take_pending()
-        producer = self.producer
-        assert producer is not None
-        topics = producer._cluster.snapshot.topics
-        partition_of = producer._partition
-        append = producer._append
-        budget = producer._budget
-        on_batch_done = self._on_batch_done
-        moved = 0
-        wake = False
-        failed_early = 0
-        first_error: BaseException | None = None
-        last_topic: str | None = None
-        info: TopicInfo | None = None
-        while self.backlog and moved < limit:
-            entry = self.backlog[0]
-            chunk: _Chunk = entry[0]
-            start = entry[1]
-            records = chunk.records
-            stop = int(min(len(records), start + limit - moved))
-            outcomes = chunk.outcomes
-            for i in range(start, stop):
-                topic, key, value, hdrs, ts, partition, need = records[i]
-                try:
-                    if topic is not last_topic:
-                        info = topics.get(topic)
-                        last_topic = topic
-                    if info is None:
-                        raise UnknownTopicOrPartitionError(
-                            f"topic {topic!r} is no longer in the cluster's metadata"
-                        )
-                    if producer._state != _PRODUCER_RUNNING:
-                        raise ProducerClosedError("the producer was closed before the record")
-                    if partition is None:
-                        part = partition_of(topic, info, key, None)
-                    elif partition is _BULK:
-                        outcomes.append(None)
-                        failed, error, woke = self._pump_bulk(topic, info, key, ts, need)
-                        if failed:
-                            failed_early += failed
-                            first_error = first_error or error
-                        wake = wake or woke
-                        continue
-                    else:
-                        part = partition
-                    handle, woke = append(topic, info, part, ts, key, value, hdrs, need, partition)
-                except KafkaError as exc:
-                    budget.release(need)
-                    if partition is _BULK:
-                        # The slice never reached the accumulator: all of it fails.
-                        outcomes.append(None)
-                        failed_early += key.stop - key.start
-                        first_error = first_error or exc
-                        if key.last:
-                            self._track_bulk(key.bulk)
-                        continue
-                    outcomes.append(exc)
-                    failed_early += 1
-                    first_error = first_error or exc
-                    continue
-                except Exception as exc:  # a custom partitioner's bug fails its record only
-                    budget.release(need)
-                    err = InvalidArgumentError(f"the record could not be partitioned: {exc!r}")
-                    err.__cause__ = exc
-                    outcomes.append(err)
-                    failed_early += 1
-                    first_error = first_error or err
-                    continue
-                if woke:
-                    wake = True
-                    if handle._index == 0:
-                        handle._batch.add_done_callback(on_batch_done)
-                outcomes.append(handle)
-            moved += stop - start
-            # Records are dropped from the chunk as they go (futures keep only outcomes).
-            if stop >= len(records):
-                self.backlog.popleft()
-                chunk.records = []
-            else:
-                entry[1] = stop
-            if chunk.early_callbacks:
-                self._settle_early(chunk)
-            last_topic = None
-            topics = producer._cluster.snapshot.topics
-        if wake:
-            producer._sender.wakeup()
-        if failed_early:
-            with self.cond:
-                self.tally.failed += failed_early
-                if self.tally.first_error is None:
-                    self.tally.first_error = first_error
-                self.cond.notify_all()
-        if self.urgent and not self.space_waiters and producer._state == _PRODUCER_RUNNING:
-            # Nobody waits for space any more: batches may linger again.
-            self.urgent = False
-            self._unurgent()
-        if self.backlog and not self.pump_scheduled:
-            self.pump_scheduled = True
-            self.runner.loop.call_soon(self._pump_soon)
-
-    def _pump_bulk(
-        self, topic: str, info: TopicInfo, piece: _BulkSlice, ts: int, need: int
-    ) -> tuple[int, BaseException | None, bool]:
-        """Append one bulk slice; returns (records that failed, the error, wake)."""
-        producer = self.producer
-        assert producer is not None
-        spans: list[tuple[ProducerBatch, int, int]] = []
-        failed = 0
-        error: BaseException | None = None
-        wake = False
-        try:
-            wake = producer._append_slice(
-                topic, info, piece.partition, ts, piece.cols, piece.start, piece.stop, need, spans
-            )
-        except Exception as exc:
-            # _append_slice gave the reservation back; what it did not append fails.
-            error = exc
-            failed = piece.stop - piece.start - sum(span[2] for span in spans)
-        on_batch_done = self._on_batch_done
-        for batch, first, _count in spans:
-            if first == 0:
-                batch.add_done_callback(on_batch_done)
-        piece.bulk._add_spans(spans)
-        if piece.last:
-            self._track_bulk(piece.bulk)
-        return failed, error, wake
-
-    def _track_bulk(self, bulk: BulkDelivery) -> None:
-        bulk._track()
-        bulk.add_done_callback(self._on_bulk_done)
-
-    def _on_bulk_done(self, _bulk: BulkDelivery) -> None:
-        with self.cond:
-            if self.waiting:
-                self.cond.notify_all()
-
-    def buffer_bulk(self, topic: str, cols: _BulkColumns, ts: int, bulk: BulkDelivery) -> None:
-        """Hand a prepared bulk send to the loop, slice by slice, waiting for space."""
-        assert self.producer is not None
-        budget = self.producer._budget
-        batch_size = self.producer.config.batch_size
-        pieces: list[tuple[_BulkSlice, int]] = []
-        for part, start, stop in cols.runs:
-            pos = start
-            while pos < stop:
-                end = cols.slice_end(pos, stop, part is None, batch_size)
-                piece = _BulkSlice(cols, part, pos, end, bulk, False)
-                pieces.append((piece, cols.estimate(pos, end)))
-                pos = end
-        # An empty last slice starts tracking the bulk once the loop has appended the
-        # rest; it needs no space, so it goes in even when waiting for space failed.
-        tracker = _BulkSlice(cols, None, 0, 0, bulk, True)
-        with self.cond:
-            try:
-                for piece, need in pieces:
-                    self._check_running()
-                    if self.chunk.nbytes + budget.used + need > self.limit:
-                        self._wait_for_space(need)
-                    chunk = self.chunk
-                    chunk.records.append((topic, piece, None, None, ts, _BULK, need))
-                    chunk.nbytes += need
-                    self.tally.records += piece.stop - piece.start
-            finally:
-                self.chunk.records.append((topic, tracker, None, None, ts, _BULK, 0))
-                if not self.wake_scheduled:
-                    self.wake_scheduled = True
-                    self.runner.call_soon(self._pump_soon)
-
-    def _settle_early(self, chunk: _Chunk) -> None:
-        now: list[tuple[DeliveryFuture, Callable[..., Any]]] = []
-        with self.cond:
-            keep = []
-            for future, fn in chunk.early_callbacks:
-                out = future._outcome()
-                if out is None:
-                    keep.append((future, fn))
-                elif type(out) is DeliveryHandle and not out._batch.done:
-                    self.watchers.setdefault(out._batch, []).append((future, fn))
-                else:
-                    now.append((future, fn))
-            chunk.early_callbacks = keep
-        for future, fn in now:
-            _run_callback(fn, future)
-
-    def _on_batch_done(self, batch: ProducerBatch) -> None:
-        failed, first = _failures(batch)
-        with self.cond:
-            if failed:
-                self.tally.failed += failed
-                if self.tally.first_error is None:
-                    self.tally.first_error = first
-            watchers = self.watchers.pop(batch, None) if self.watchers else None
-            if self.waiting:
-                self.cond.notify_all()
-            if self.urgent and not self.space_waiters:
-                self.urgent = False
-                self._unurgent()
-        if watchers:
-            for future, fn in watchers:
-                _run_callback(fn, future)
-
     async def flush(self, timeout: float | None) -> None:
-        self._pump(math.inf)
+        self.handoff.drain()
         assert self.producer is not None
         await self.producer.flush(timeout)
-
-    async def wait_for_topic(self, topic: str) -> TopicInfo:
-        assert self.producer is not None
-        return await self.producer._cluster.wait_for_topic(topic, self.max_block)
 
     async def metrics(self) -> dict[str, float]:
         assert self.producer is not None
@@ -832,7 +370,7 @@ class SyncProducer:
                     raise
                 weakref.finalize(self, _abandon, engine)
             engine = self._engine
-            engine._check_running()
+            engine.check_running()
             return engine
 
     def start(self) -> SyncProducer:
@@ -877,36 +415,6 @@ class SyncProducer:
 
     # -- sending --------------------------------------------------------------------------
 
-    def _topic_info(self, engine: _Engine, topic: str) -> TopicInfo:
-        assert engine.producer is not None
-        info = engine.producer._cluster.snapshot.topics.get(topic)
-        if info is None:
-            _check_topic(topic)
-            info = engine.runner.call(engine.wait_for_topic, topic)
-        return info
-
-    def _prepare(
-        self,
-        engine: _Engine,
-        topic: str,
-        info: TopicInfo,
-        key: Any,
-        value: Any,
-        headers: Headers | None,
-        partition: int | None,
-        ts: int,
-    ) -> tuple[_Record, int]:
-        # The producer's own checks; they read only its settings, so any thread may run them.
-        producer = engine.producer
-        assert producer is not None
-        key, value, hdrs, ts = producer._prepare(topic, key, value, headers, ts)
-        need = producer._record_size(key, value, hdrs)
-        if partition is not None:
-            count = len(info.partitions)
-            if type(partition) is not int or not 0 <= partition < count:
-                raise _invalid_partition(topic, partition, count)
-        return (topic, key, value, hdrs, ts, partition, need), need
-
     def send(
         self,
         topic: str,
@@ -925,44 +433,8 @@ class SyncProducer:
         engine = self._engine
         if engine is None or engine.state != _RUNNING:
             engine = self._get_engine()
-        producer = engine.producer
-        assert producer is not None
-        info = producer._cluster.snapshot.topics.get(topic)
-        if info is None:
-            info = self._topic_info(engine, topic)
-        ts = _record_timestamp(timestamp_ms)
-        if (
-            headers is None
-            and partition is None
-            and type(value) is bytes
-            and (key is None or type(key) is bytes)
-            and engine.value_serializer is None
-            and engine.key_serializer is None
-        ):
-            # The common case, kept short: bytes in, nothing to convert or check but size.
-            need = _FRAMING + len(value) + (len(key) if key is not None else 0)
-            if need > engine.max_need:
-                raise producer._too_large(need + RECORD_BATCH_OVERHEAD)
-            record: _Record = (topic, key, value, None, ts, None, need)
-        else:
-            record, need = self._prepare(engine, topic, info, key, value, headers, partition, ts)
-        with engine.lock:
-            if engine.state != _RUNNING:
-                raise ProducerClosedError("the producer is closed")
-            chunk = engine.chunk
-            if chunk.nbytes + producer._budget.used + need <= engine.limit:
-                records = chunk.records
-                records.append(record)
-                chunk.nbytes += need
-                pos = len(records) - 1
-                engine.tally.records += 1
-                if not engine.wake_scheduled:
-                    engine.wake_scheduled = True
-                    engine.runner.call_soon(engine._pump_soon)
-                return DeliveryFuture(engine, chunk, pos)
-        # No room: the general path waits for space (or raises BufferFullError).
-        future: DeliveryFuture = engine.buffer([record], [need], True)[0]
-        return future
+        record = engine.intake.record(topic, key, value, headers, partition, timestamp_ms)
+        return engine.handoff.put(record)
 
     def send_and_wait(
         self,
@@ -993,7 +465,42 @@ class SyncProducer:
         one record is invalid, the records before it are buffered and the error is raised
         for it.
         """
-        return self._send_bulk(topic, values, keys, headers, partition, timestamp_ms, True)
+        engine = self._get_engine()
+        handoff = engine.handoff
+        info = handoff.topic_info(topic)
+        values = values if isinstance(values, Sequence) else list(values)
+        count = len(values)
+        key_list = aligned(keys, count, "keys")
+        header_list = aligned(headers, count, "headers")
+        if partition is not None:
+            engine.intake.check_partition(topic, partition, info)
+        # One timestamp for the call, as a bulk send has.
+        ts = record_timestamp(timestamp_ms)
+        prepare = engine.intake.record
+        out: list[DeliveryFuture] = []
+        for start in range(0, count, _STEP):
+            records: list[PreparedRecord] = []
+            add = records.append
+            error: KafkaError | None = None
+            try:
+                for i in range(start, min(count, start + _STEP)):
+                    add(
+                        prepare(
+                            topic,
+                            key_list[i] if key_list is not None else None,
+                            values[i],
+                            header_list[i] if header_list is not None else None,
+                            partition,
+                            ts,
+                        )
+                    )
+            except KafkaError as exc:
+                error = exc
+            if records:
+                out += handoff.put_many(records)
+            if error is not None:
+                raise error
+        return out
 
     def send_bulk(
         self,
@@ -1013,101 +520,34 @@ class SyncProducer:
         is invalid, the records before it are buffered and its error (naming its index)
         is raised.
         """
-        bulk, _count, error = self._bulk(topic, values, keys, headers, partitions, timestamp_ms)
+        bulk, _count, error = self.send_bulk_until_error(
+            topic, values, keys, headers, partitions, timestamp_ms
+        )
         if error is not None:
             raise error
-        return BulkFuture(self._get_engine(), bulk)
+        return BulkFuture(self._get_engine().handoff, bulk)
 
-    def _bulk(
+    def send_bulk_until_error(
         self,
         topic: str,
         values: Sequence[Any],
         keys: Sequence[Any] | None,
         headers: Sequence[Any] | None,
         partitions: Sequence[int | None] | None,
-        timestamp_ms: int | None,
+        timestamp_ms: int | None = None,
     ) -> tuple[BulkDelivery, int, BaseException | None]:
-        """Buffer what comes before the first bad record; return the bulk, how many
-        records it holds (the bad record's index) and that record's error."""
+        """Package-internal (``aioproducer.spark``): :meth:`send_bulk` that returns
+        instead of raising: buffers what comes before the first bad record and returns
+        the bulk, how many records it holds (the bad record's index) and that record's
+        error (None if there is none)."""
         engine = self._get_engine()
-        info = self._topic_info(engine, topic)
-        ts = _record_timestamp(timestamp_ms)
-        assert engine.producer is not None
-        cols = _prepare_bulk(engine.producer, topic, info, values, keys, headers, partitions)
+        handoff = engine.handoff
+        info = handoff.topic_info(topic)
+        ts = record_timestamp(timestamp_ms)
+        cols = engine.intake.columns(topic, info, values, keys, headers, partitions)
         bulk = BulkDelivery(topic, ts)
-        engine.buffer_bulk(topic, cols, ts, bulk)
-        return bulk, sum(stop - start for _part, start, stop in cols.runs), cols.error
-
-    def _send_bulk(
-        self,
-        topic: str,
-        values: Iterable[Any],
-        keys: Iterable[Any] | None,
-        headers: Iterable[Headers | None] | None,
-        partition: int | Sequence[int | None] | None,
-        timestamp_ms: int | None,
-        futures: bool,
-        errors: list[tuple[int, BaseException]] | None = None,
-        partitions_checked: bool = False,
-    ) -> list[DeliveryFuture]:
-        # With ``errors``, a bad record is reported there as (its index, the error) and the
-        # call returns after buffering the records before it, instead of raising.
-        engine = self._get_engine()
-        info = self._topic_info(engine, topic)
-        values = values if isinstance(values, Sequence) else list(values)
-        count = len(values)
-        key_list = _aligned(keys, count, "keys")
-        header_list = _aligned(headers, count, "headers")
-        partitions: Sequence[int | None] | None = None
-        if partition is not None and not isinstance(partition, int):
-            partitions = _aligned(partition, count, "partitions")
-            partition = None
-        ts = _record_timestamp(timestamp_ms)
-        out: list[DeliveryFuture] = []
-        # Plain bytes without headers or per-record partitions need no per-record checks
-        # beyond the size, which is what DataFrame columns usually are.
-        simple = (
-            engine.key_serializer is None
-            and engine.value_serializer is None
-            and header_list is None
-            and (partitions is None or partitions_checked)
-            and partition is None
-        )
-        prepare = self._prepare
-        for start in range(0, count, _BULK_STEP):
-            stop = min(count, start + _BULK_STEP)
-            records: list[_Record] = []
-            sizes: list[int] = []
-            error: BaseException | None = None
-            if simple:
-                error = _prepare_simple(
-                    engine, topic, values, key_list, partitions, start, stop, ts, records, sizes
-                )
-            else:
-                try:
-                    for i in range(start, stop):
-                        record, need = prepare(
-                            engine,
-                            topic,
-                            info,
-                            key_list[i] if key_list is not None else None,
-                            values[i],
-                            header_list[i] if header_list is not None else None,
-                            partitions[i] if partitions is not None else partition,
-                            ts,
-                        )
-                        records.append(record)
-                        sizes.append(need)
-                except KafkaError as exc:
-                    error = exc
-            if records:
-                out += engine.buffer(records, sizes, futures)
-            if error is not None:
-                if errors is None:
-                    raise error
-                errors.append((start + len(records), error))
-                return out
-        return out
+        handoff.put_runs(cols.slices(self.config.batch_size, bulk), BulkEnd(bulk, cols.order))
+        return bulk, cols.count, cols.error
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now, without lingering, and wait for the outcomes.
@@ -1124,7 +564,7 @@ class SyncProducer:
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
-        _check_topic(topic)
+        check_topic(topic)
         engine = self._get_engine()
         return engine.runner.call(engine.partitions_for, topic)
 
@@ -1135,56 +575,13 @@ class SyncProducer:
         if engine is None or engine.producer is None or self._pid != os.getpid():
             engine = self._get_engine()
         out = engine.runner.call(engine.metrics)
-        with engine.cond:
-            out["records_pending"] = len(engine.chunk.records)
+        out["records_pending"] = engine.handoff.pending_count()
         return out
 
-    def _tally(self) -> Tally:
-        """Records taken and failed so far in this process (for per-task accounting)."""
-        engine = self._get_engine()
-        with engine.cond:
-            t = engine.tally
-            return Tally(t.records, t.failed, t.first_error)
-
-
-def _prepare_simple(
-    engine: _Engine,
-    topic: str,
-    values: Sequence[Any],
-    keys: Sequence[Any] | None,
-    partitions: Sequence[int | None] | None,
-    start: int,
-    stop: int,
-    ts: int,
-    records: list[_Record],
-    sizes: list[int],
-) -> KafkaError | None:
-    max_need = engine.max_record - RECORD_BATCH_OVERHEAD
-    framing = Accumulator.estimate_size(0, 0, None)
-    rec_append = records.append
-    size_append = sizes.append
-    try:
-        for i in range(start, stop):
-            value = values[i]
-            key = keys[i] if keys is not None else None
-            if key is not None and type(key) not in _BytesLike:
-                key = _coerce(key, "key")
-            if value is not None and type(value) not in _BytesLike:
-                value = _coerce(value, "value")
-            need = (
-                framing
-                + (len(key) if key is not None else 0)
-                + (len(value) if value is not None else 0)
-            )
-            if need > max_need:
-                assert engine.producer is not None
-                raise engine.producer._too_large(need + RECORD_BATCH_OVERHEAD)
-            part = partitions[i] if partitions is not None else None
-            rec_append((topic, key, value, None, ts, part, need))
-            size_append(need)
-    except KafkaError as exc:
-        return exc
-    return None
+    def tally(self) -> Tally:
+        """Package-internal (``aioproducer.spark``): records taken and failed so far in
+        this process, for per-task accounting."""
+        return self._get_engine().handoff.tally()
 
 
 def _rebuild(kwargs: dict[str, Any]) -> SyncProducer:
@@ -1194,7 +591,7 @@ def _rebuild(kwargs: dict[str, Any]) -> SyncProducer:
 def _abandon(engine: _Engine) -> None:
     # The SyncProducer was garbage-collected without close(): let its loop task finish
     # delivering what it holds and stop, instead of running for the rest of the process.
-    if engine.runner.closed or os.getpid() != getattr(engine.runner, "_pid", -1):
+    if not engine.runner.started:
         return
     with contextlib.suppress(Exception):  # best effort, at garbage collection
         engine.request_close(None)

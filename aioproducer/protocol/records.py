@@ -42,10 +42,12 @@ from aioproducer.protocol.compression import Codec, compress, decompress, valida
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "RECORD_BATCH_OVERHEAD",
+    "RECORD_FRAMING_BOUND",
     "Record",
     "RecordBatch",
     "RecordBatchBuilder",
     "decode_batches",
+    "record_size_bound",
     "restamp_producer_state",
 ]
 
@@ -159,18 +161,34 @@ def _encode_headers(headers: Sequence[Header]) -> bytearray:
     return out
 
 
-def _varint_size(value: int) -> int:
-    encoded = (value << 1) ^ (value >> 63)
-    size = 1
-    while encoded > 0x7F:
-        encoded >>= 7
-        size += 1
+#: The most bytes a record adds beyond its key, value and header bytes when it has no
+#: headers: worst-case varints for the length (5), attributes (1), timestamp delta (10),
+#: offset delta (5), key length, value length and header count (5 each).
+RECORD_FRAMING_BOUND: Final = 5 + 1 + 10 + 5 + 5 + 5 + 5
+
+
+def record_size_bound(
+    key_len: int | None, value_len: int | None, headers: Sequence[Header] | None
+) -> int:
+    """An upper bound of the bytes :meth:`RecordBatchBuilder.append` adds for a record.
+
+    The one estimate of a record's size: the producer reserves buffer memory and checks
+    ``max_request_size`` with it. ``key_len``/``value_len`` are byte lengths, ``None`` (or
+    a negative number) for null. Without headers it is ``RECORD_FRAMING_BOUND + key_len +
+    value_len``, linear in the lengths, so a column of records is bounded by one sum
+    instead of a pass per record. Excludes the :data:`RECORD_BATCH_OVERHEAD` a new batch
+    adds.
+    """
+    size = RECORD_FRAMING_BOUND
+    if key_len is not None and key_len > 0:
+        size += key_len
+    if value_len is not None and value_len > 0:
+        size += value_len
+    if headers:
+        for hkey, hvalue in headers:
+            # Two length varints; a str of n code points is at most 4n bytes of UTF-8.
+            size += 10 + 4 * len(hkey) + (len(hvalue) if hvalue is not None else 0)
     return size
-
-
-# Length (5) + attributes (1) + timestamp delta (10) + offset delta (5): Java's
-# DefaultRecord.MAX_RECORD_OVERHEAD.
-_MAX_RECORD_OVERHEAD: Final = 21
 
 
 class RecordBatchBuilder:
@@ -504,28 +522,12 @@ class RecordBatchBuilder:
         return _zigzag(delta)
 
     @staticmethod
-    def estimate_size(key_len: int | None, value_len: int | None, headers: Sequence[Header]) -> int:
-        """Return an upper bound of what :meth:`append` adds for such a record.
-
-        ``key_len``/``value_len`` are byte lengths, ``None`` (or a negative number) for
-        null. The bound assumes worst-case varints for the length, timestamp delta and
-        offset delta, as Java's ``DefaultRecord.recordSizeUpperBound`` does; it excludes
-        the :data:`RECORD_BATCH_OVERHEAD` a new batch adds.
-        """
-        size = _MAX_RECORD_OVERHEAD
-        size += 1 if key_len is None or key_len < 0 else _varint_size(key_len) + key_len
-        size += 1 if value_len is None or value_len < 0 else _varint_size(value_len) + value_len
-        size += _varint_size(len(headers))
-        for hkey, hvalue in headers:
-            # isascii() is O(1) for str; otherwise 4 bytes per code point bounds UTF-8.
-            klen = len(hkey) if hkey.isascii() else 4 * len(hkey)
-            size += _varint_size(klen) + klen
-            if hvalue is None:
-                size += 1
-            else:
-                vlen = memoryview(hvalue).nbytes if type(hvalue) is not bytes else len(hvalue)
-                size += _varint_size(vlen) + vlen
-        return size
+    def estimate_size(
+        key_len: int | None, value_len: int | None, headers: Sequence[Header] | None
+    ) -> int:
+        """Return an upper bound of what :meth:`append` adds for such a record: the same
+        as :func:`record_size_bound`."""
+        return record_size_bound(key_len, value_len, headers)
 
     # -- building ----------------------------------------------------------------------------
 

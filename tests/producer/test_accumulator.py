@@ -8,7 +8,7 @@ import pytest
 from aioproducer.accumulator import Accumulator, MemoryBudget
 from aioproducer.errors import BufferFullError, ProducerClosedError
 from aioproducer.protocol.compression import Codec
-from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches
+from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches, record_size_bound
 
 
 def make_acc(batch_size: int = 1000, linger: float = 0.005, memory: int = 1 << 20) -> Accumulator:
@@ -25,7 +25,7 @@ def make_acc(batch_size: int = 1000, linger: float = 0.005, memory: int = 1 << 2
 def append(
     acc: Accumulator, tp: tuple[str, int], value: bytes, now: float, key: bytes | None = None
 ):
-    need = acc.estimate_size(len(key or b""), len(value), None)
+    need = record_size_bound(len(key or b""), len(value), None)
     assert acc.budget.try_reserve(need)
     return acc.append(tp[0], tp[1], 1000, key, value, None, need, now)
 

@@ -467,11 +467,12 @@ def test_properties_track_timestamps() -> None:
 
 
 def test_estimate_size_exact_values() -> None:
-    # 21 (length 5 + attributes 1 + timestamp 10 + offset 5) + key + value + headers
-    assert RecordBatchBuilder.estimate_size(None, 100, []) == 21 + 1 + (2 + 100) + 1
-    assert RecordBatchBuilder.estimate_size(-1, None, []) == 21 + 1 + 1 + 1
+    # 36 (worst-case varints: length 5, attributes 1, timestamp 10, offset 5, key length
+    # 5, value length 5, header count 5) + key + value + per header 10 + 4 * key + value
+    assert RecordBatchBuilder.estimate_size(None, 100, []) == 36 + 100
+    assert RecordBatchBuilder.estimate_size(-1, None, []) == 36
     assert RecordBatchBuilder.estimate_size(3, 0, [("ab", b"xyz"), ("é", None)]) == (
-        21 + (1 + 3) + (1 + 0) + 1 + (1 + 2 + 1 + 3) + (1 + 4 + 1)
+        36 + 3 + (10 + 4 * 2 + 3) + (10 + 4 * 1)
     )
 
 

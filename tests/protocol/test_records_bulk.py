@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 from aioproducer.accumulator import Accumulator, BulkDelivery, MemoryBudget
 from aioproducer.errors import SerializationError
 from aioproducer.protocol.compression import Codec
-from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
+from aioproducer.protocol.records import (
+    RECORD_BATCH_OVERHEAD,
+    RecordBatchBuilder,
+    record_size_bound,
+)
 
 blobs = st.one_of(
     st.none(),
@@ -107,7 +111,7 @@ def new_acc(limit: int = 1 << 20, batch_size: int = 300) -> Accumulator:
 def test_append_run_fills_batches_and_keeps_budget_exact() -> None:
     acc = new_acc()
     values = [bytes([i]) * 50 for i in range(20)]
-    reserved = sum(Accumulator.estimate_size(0, len(v), None) for v in values)
+    reserved = sum(record_size_bound(0, len(v), None) for v in values)
     assert acc.budget.try_reserve(reserved)
     spans: list[Any] = []
     appended, added, wake = acc.append_run(
@@ -133,7 +137,7 @@ def test_append_run_fills_batches_and_keeps_budget_exact() -> None:
 def test_append_run_bad_record_keeps_earlier_ones_and_budget_exact() -> None:
     acc = new_acc(batch_size=120)
     values: list[Any] = [b"a" * 40, b"b" * 40, b"c" * 40, "not bytes", b"e"]
-    reserved = 5 * Accumulator.estimate_size(0, 40, None)
+    reserved = 5 * record_size_bound(0, 40, None)
     assert acc.budget.try_reserve(reserved)
     spans: list[Any] = []
     with pytest.raises(SerializationError):
@@ -149,13 +153,13 @@ def test_append_run_bad_record_keeps_earlier_ones_and_budget_exact() -> None:
 def test_bulk_delivery_counts_and_metadata() -> None:
     acc = new_acc()
     values = [b"x" * 100 for _ in range(10)]
-    reserved = 10 * Accumulator.estimate_size(0, 100, None)
+    reserved = 10 * record_size_bound(0, 100, None)
     assert acc.budget.try_reserve(reserved)
     spans: list[Any] = []
     acc.append_run("t", 3, 9, None, values, None, 0, 10, reserved, 0.0, spans)
     bulk = BulkDelivery("t", 9)
-    bulk._add_spans(spans)
-    bulk._track()
+    bulk.add_spans(spans)
+    bulk.track(None)
     assert not bulk.done()
     batches = list(acc.batches[("t", 3)])
     acc.complete_batch(batches[0], 500, -1)

@@ -1,0 +1,464 @@
+"""Records from other threads into a producer running on its loop: the engine side of
+:class:`~aioproducer.SyncProducer`.
+
+Calling threads check records themselves (``Intake.record``/``Intake.columns``), so bad
+input raises in the caller, then hand them to a :class:`Handoff`. It admits them against
+the producer's memory budget under its own lock (waiting for space up to ``max_block_ms``)
+and adds them to a pending chunk; the loop is woken once when that chunk goes from empty
+to non-empty and appends the whole chunk in one go, so crossing threads costs one wake-up
+per chunk, not one per record. Outcomes are settled a batch at a time: one callback per
+batch wakes the threads that wait and counts failures.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from .accumulator import ProducerBatch
+from .budget import MemoryBudget
+from .cluster import TopicInfo
+from .errors import (
+    BufferFullError,
+    KafkaError,
+    ProducerClosedError,
+    UnknownTopicOrPartitionError,
+)
+from .intake import ColumnRun, Intake, PreparedRecord, partitioner_failed
+from .results import BulkDelivery, DeliveryHandle
+from .runner import LoopRunner
+
+__all__ = ["BulkEnd", "Handoff", "Pending", "Tally"]
+
+P = TypeVar("P")
+
+# Entries moved from the pending chunk into the accumulator per loop callback: between two
+# slices the sender gets to run, so full batches leave while a large chunk is appended.
+_SLICE = 4096
+
+
+class Tally:
+    """Counts of records a producer has taken and how many of them failed."""
+
+    __slots__ = ("failed", "first_error", "records")
+
+    def __init__(self, records: int = 0, failed: int = 0, first_error: BaseException | None = None):
+        self.records = records
+        self.failed = failed
+        self.first_error = first_error
+
+
+class BulkEnd(NamedTuple):
+    """Follows a bulk send's last :class:`~aioproducer.intake.ColumnRun`: from here on
+    its :class:`~aioproducer.BulkDelivery` waits for its batches."""
+
+    bulk: BulkDelivery
+    #: Each appended record's position in the input, when grouping reordered them.
+    order: Sequence[int] | None
+
+
+Entry = PreparedRecord | ColumnRun | BulkEnd
+
+
+class Pending:
+    """Entries handed over by threads between two wake-ups of the loop."""
+
+    __slots__ = ("callbacks", "entries", "nbytes", "outcomes")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        #: Bytes the entries were admitted with, not yet charged to the budget.
+        self.nbytes = 0
+        #: Per entry, once the loop has taken it: a record's DeliveryHandle, or the error
+        #: that kept it out of the accumulator; None for a bulk send's entries.
+        self.outcomes: list[DeliveryHandle | BaseException | None] = []
+        #: (position, callback) added before the loop took the entry at that position.
+        self.callbacks: list[tuple[int, Callable[[], None]]] = []
+
+
+class Handoff(Generic[P]):
+    """A producer's intake for other threads (package-internal: used by SyncProducer).
+
+    Thread side (any thread): :meth:`put`, :meth:`put_many`, :meth:`put_runs`,
+    :meth:`topic_info`, :meth:`wait_for`, :meth:`when_done`, :meth:`tally`, :meth:`close`.
+    ``cond`` guards the pending chunk, the counters and ``open``. Loop side: :meth:`pump`
+    and the batch callbacks. ``promise(handoff, pending, position)`` makes what
+    :meth:`put` returns for a record.
+    """
+
+    def __init__(
+        self,
+        intake: Intake,
+        runner: LoopRunner,
+        max_block: float,
+        promise: Callable[[Handoff[P], Pending, int], P],
+    ) -> None:
+        self.intake = intake
+        self.runner = runner
+        self.max_block = max_block
+        self.promise = promise
+        self.cluster = intake.cluster
+        self.budget: MemoryBudget = intake.budget
+        self.limit = intake.budget.limit
+        self.cond = threading.Condition(threading.Lock())
+        #: Whether records are accepted (threads); close() ends it.
+        self.open = True
+        self.pending = Pending()
+        self.wake_scheduled = False
+        self.waiting = 0
+        self.space_waiters = 0
+        self.urgent = False
+        self._tally = Tally()
+        # Loop side: chunks being moved into the accumulator, [chunk, next index].
+        self.backlog: collections.deque[list[Any]] = collections.deque()
+        self.pump_scheduled = False
+        intake.watch_batches(self._watch)
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def topic_info(self, topic: str) -> TopicInfo:
+        """The topic's metadata, waiting for it up to ``max_block_ms`` if not loaded."""
+        info = self.cluster.snapshot.topics.get(topic)
+        if info is None:
+            info = self.runner.call(self.intake.wait_for_topic, topic, self.max_block)
+        return info
+
+    def put(self, record: PreparedRecord) -> P:
+        """Hand one checked record over, waiting for buffer space as needed."""
+        topic = record[0]
+        info = self.cluster.snapshot.topics.get(topic)
+        if info is None:
+            info = self.topic_info(topic)
+        if record[5] is not None:
+            self.intake.check_partition(topic, record[5], info)
+        need = record[6]
+        with self.cond:
+            if not self.open:
+                raise ProducerClosedError("the producer is closed")
+            pending = self.pending
+            if pending.nbytes + self.budget.used + need <= self.limit:
+                entries = pending.entries
+                entries.append(record)
+                pending.nbytes += need
+                self._tally.records += 1
+                if not self.wake_scheduled:
+                    self.wake_scheduled = True
+                    self.runner.call_soon(self._pump_soon)
+                return self.promise(self, pending, len(entries) - 1)
+        # No room: the general path waits for space (or raises BufferFullError).
+        return self.put_many([record])[0]
+
+    def put_many(self, records: list[PreparedRecord]) -> list[P]:
+        """Hand checked records (of topics with loaded metadata) over, in order, waiting
+        for buffer space as needed."""
+        for record in records:
+            if record[5] is not None:
+                self.intake.check_partition(record[0], record[5], self.topic_info(record[0]))
+        out: list[P] = []
+        promise = self.promise
+        cond = self.cond
+        total = sum(record[6] for record in records)
+        with cond:
+            self._check_open()
+            pending = self.pending
+            entries = pending.entries
+            if pending.nbytes + self.budget.used + total <= self.limit:
+                # Room for all of them: one extend, and the promises are made after the
+                # lock is released (holding it longer would stall the loop's next take).
+                first = len(entries)
+                entries.extend(records)
+                pending.nbytes += total
+                self._tally.records += len(records)
+                self._schedule_pump()
+                fast = True
+            else:
+                fast = False
+        if fast:
+            return [promise(self, pending, i) for i in range(first, first + len(records))]
+        with cond:
+            self._check_open()
+            added = 0
+            try:
+                for record in records:
+                    need = record[6]
+                    if self.pending.nbytes + self.budget.used + need > self.limit:
+                        self._wait_for_space(need)
+                    pending = self.pending
+                    pending.entries.append(record)
+                    pending.nbytes += need
+                    added += 1
+                    out.append(promise(self, pending, len(pending.entries) - 1))
+            finally:
+                self._tally.records += added
+                if self.pending.entries:
+                    self._schedule_pump()
+        return out
+
+    def put_runs(self, runs: list[ColumnRun], end: BulkEnd) -> None:
+        """Hand a prepared bulk send over, run by run, waiting for space as needed."""
+        with self.cond:
+            try:
+                for run in runs:
+                    self._check_open()
+                    if self.pending.nbytes + self.budget.used + run.size > self.limit:
+                        self._wait_for_space(run.size)
+                    pending = self.pending
+                    pending.entries.append(run)
+                    pending.nbytes += run.size
+                    self._tally.records += run.stop - run.start
+            finally:
+                # The end needs no space, so it goes in even when waiting for space failed:
+                # the bulk then completes with what went in.
+                self.pending.entries.append(end)
+                self._schedule_pump()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
+        """Wait until ``predicate()`` (re-checked whenever a batch completes), at most
+        ``timeout`` seconds; returns its last value."""
+        with self.cond:
+            self.waiting += 1
+            try:
+                return self.cond.wait_for(predicate, timeout)
+            finally:
+                self.waiting -= 1
+
+    def outcome(self, pending: Pending, pos: int) -> DeliveryHandle | BaseException | None:
+        """The outcome of entry ``pos`` of ``pending``; None until the loop has taken it."""
+        outcomes = pending.outcomes
+        return outcomes[pos] if pos < len(outcomes) else None
+
+    def when_done(self, pending: Pending, pos: int, callback: Callable[[], None]) -> bool:
+        """Call ``callback()`` on the loop once record ``pos`` of ``pending`` is done;
+        ``False`` if it already is (the caller runs it)."""
+        with self.cond:
+            out = self.outcome(pending, pos)
+            if out is None:
+                pending.callbacks.append((pos, callback))
+                return True
+        if type(out) is DeliveryHandle and not out.done():
+            self.runner.call_soon(_on_done, out, callback)
+            return True
+        return False
+
+    def tally(self) -> Tally:
+        """Records taken and failed so far."""
+        with self.cond:
+            t = self._tally
+            return Tally(t.records, t.failed, t.first_error)
+
+    def pending_count(self) -> int:
+        """Entries handed over but not yet taken by the loop."""
+        with self.cond:
+            return len(self.pending.entries)
+
+    def close(self) -> None:
+        """Refuse further records and wake every waiting thread (idempotent)."""
+        with self.cond:
+            self.open = False
+            self.cond.notify_all()
+
+    def _check_open(self) -> None:
+        if not self.open:
+            raise ProducerClosedError("the producer is closed")
+
+    def _schedule_pump(self) -> None:
+        # Called with cond held.
+        if not self.wake_scheduled:
+            self.wake_scheduled = True
+            self.runner.call_soon(self._pump_soon)
+
+    def _wait_for_space(self, need: int) -> None:
+        # Called with cond held. What is pending must move on, and batches must leave
+        # without lingering while someone waits (as the async producer does for waiters).
+        deadline = time.monotonic() + self.max_block
+        self.space_waiters += 1
+        try:
+            if self.pending.entries:
+                self._schedule_pump()
+            self.runner.call_soon(self._make_urgent)
+            while self.pending.nbytes + self.budget.used + need > self.limit:
+                self._check_open()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BufferFullError(
+                        f"no room in buffer_memory ({self.limit} bytes) for a {need}-byte "
+                        f"record within max_block_ms ({self.max_block * 1000:.0f} ms)"
+                    )
+                self.waiting += 1
+                try:
+                    # Woken by every completed batch; the timeout also covers bytes that
+                    # free up without one (records that fail while being taken).
+                    self.cond.wait(min(remaining, 0.05))
+                finally:
+                    self.waiting -= 1
+            self._check_open()
+        finally:
+            self.space_waiters -= 1
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _make_urgent(self) -> None:
+        if self.urgent or not self.intake.accepting:
+            return
+        self.urgent = True
+        self.intake.hurry(True)
+
+    def _pump_soon(self) -> None:
+        self.pump_scheduled = False
+        self.pump(_SLICE)
+
+    def _take_pending(self) -> None:
+        with self.cond:
+            pending = self.pending
+            self.wake_scheduled = False
+            if not pending.entries:
+                return
+            self.pending = Pending()
+            # The entries were admitted against the budget by the threads; they are
+            # charged to it here, and each append then trims its estimate to size.
+            self.budget.charge(pending.nbytes)
+        self.backlog.append([pending, 0])
+
+    def pump(self, limit: float) -> None:
+        """Move up to ``limit`` entries (oldest chunk first) into the accumulator (loop)."""
+        self._take_pending()
+        intake = self.intake
+        append = intake.append
+        budget = self.budget
+        topics = self.cluster.snapshot.topics
+        moved = 0
+        failed_early = 0
+        first_error: BaseException | None = None
+        last_topic: str | None = None
+        info: TopicInfo | None = None
+        while self.backlog and moved < limit:
+            entry = self.backlog[0]
+            pending: Pending = entry[0]
+            start = entry[1]
+            entries = pending.entries
+            stop = int(min(len(entries), start + limit - moved))
+            outcomes = pending.outcomes
+            for i in range(start, stop):
+                record = entries[i]
+                if type(record) is not PreparedRecord:
+                    outcomes.append(None)
+                    failed, error = self._pump_bulk(record, topics)
+                    if failed:
+                        failed_early += failed
+                        first_error = first_error or error
+                    continue
+                topic = record[0]
+                try:
+                    if topic is not last_topic:
+                        info = topics.get(topic)
+                        last_topic = topic
+                    if info is None:
+                        budget.release(record[6])
+                        raise UnknownTopicOrPartitionError(
+                            f"topic {topic!r} is no longer in the cluster's metadata"
+                        )
+                    outcomes.append(append(record, info)[0])
+                except KafkaError as exc:
+                    outcomes.append(exc)
+                    failed_early += 1
+                    first_error = first_error or exc
+                except Exception as exc:  # a custom partitioner's bug fails its record only
+                    err = partitioner_failed(exc)
+                    outcomes.append(err)
+                    failed_early += 1
+                    first_error = first_error or err
+            moved += stop - start
+            # Entries are dropped from the chunk as they go (promises keep only outcomes).
+            if stop >= len(entries):
+                self.backlog.popleft()
+                pending.entries = []
+            else:
+                entry[1] = stop
+            if pending.callbacks:
+                self._settle_early(pending)
+            last_topic = None
+            topics = self.cluster.snapshot.topics
+        if failed_early:
+            with self.cond:
+                self._tally.failed += failed_early
+                if self._tally.first_error is None:
+                    self._tally.first_error = first_error
+                self.cond.notify_all()
+        if self.urgent and not self.space_waiters and intake.accepting:
+            # Nobody waits for space any more: batches may linger again.
+            self.urgent = False
+            intake.hurry(False)
+        if self.backlog and not self.pump_scheduled:
+            self.pump_scheduled = True
+            self.runner.loop.call_soon(self._pump_soon)
+
+    def _pump_bulk(
+        self, entry: Entry, topics: dict[str, TopicInfo]
+    ) -> tuple[int, BaseException | None]:
+        """Append one run or end a bulk send; returns (records that failed, the error)."""
+        if type(entry) is BulkEnd:
+            entry.bulk.track(entry.order)
+            entry.bulk.add_done_callback(self._on_bulk_done)
+            return 0, None
+        assert type(entry) is ColumnRun
+        info = topics.get(entry.bulk.topic)
+        try:
+            if info is None:
+                self.budget.release(entry.size)
+                raise UnknownTopicOrPartitionError(
+                    f"topic {entry.bulk.topic!r} is no longer in the cluster's metadata"
+                )
+            self.intake.append_run(entry, info)
+        except Exception as exc:
+            # The reservation of what was not appended is back; those records fail.
+            return entry.stop - entry.start - entry.appended, exc
+        return 0, None
+
+    def _on_bulk_done(self, _bulk: BulkDelivery) -> None:
+        with self.cond:
+            if self.waiting:
+                self.cond.notify_all()
+
+    def _settle_early(self, pending: Pending) -> None:
+        now: list[Callable[[], None]] = []
+        with self.cond:
+            keep = []
+            for pos, callback in pending.callbacks:
+                out = self.outcome(pending, pos)
+                if out is None:
+                    keep.append((pos, callback))
+                elif type(out) is DeliveryHandle and not out.done():
+                    _on_done(out, callback)
+                else:
+                    now.append(callback)
+            pending.callbacks = keep
+        for callback in now:
+            callback()
+
+    def _watch(self, batch: ProducerBatch) -> None:
+        batch.add_done_callback(self._on_batch_done)
+
+    def _on_batch_done(self, batch: ProducerBatch) -> None:
+        failed, first = batch.failures()
+        with self.cond:
+            if failed:
+                self._tally.failed += failed
+                if self._tally.first_error is None:
+                    self._tally.first_error = first
+            if self.waiting:
+                self.cond.notify_all()
+            if self.urgent and not self.space_waiters:
+                self.urgent = False
+                self.intake.hurry(False)
+
+    def drain(self) -> None:
+        """Move everything pending into the accumulator now (loop; before closing)."""
+        self.pump(math.inf)
+
+
+def _on_done(handle: DeliveryHandle, callback: Callable[[], None]) -> None:
+    handle.add_done_callback(lambda _handle: callback())

@@ -1,0 +1,646 @@
+"""Records in: every check a record passes, bulk preparation, and placing records in batches.
+
+Whichever API a record comes through (``Producer.send``, ``send_many``, ``send_bulk`` or
+their :class:`~aioproducer.SyncProducer` twins), it is checked here, once: serializers,
+bytes coercion, headers, timestamp, partition and size. The checking half of
+:class:`Intake` reads only settings, so any thread may run it and a bad record raises in
+the caller's thread; its result is a :class:`PreparedRecord` or, for a bulk send, a
+:class:`PreparedColumns` cut into :class:`ColumnRun` slices. The placing half
+(:meth:`Intake.append`, :meth:`Intake.append_run`, :meth:`Intake.hurry`) chooses the
+partition and appends to the accumulator; it runs on the producer's loop.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import operator
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from .accumulator import Accumulator, ProducerBatch
+from .budget import MemoryBudget
+from .cluster import Cluster, TopicInfo
+from .config import ProducerConfig
+from .errors import (
+    InvalidArgumentError,
+    KafkaError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    SerializationError,
+)
+from .partitioner import StickyPartitioner, partition_for_key
+from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
+from .results import BulkDelivery, DeliveryHandle
+
+__all__ = [
+    "ColumnRun",
+    "HeaderList",
+    "Headers",
+    "Intake",
+    "PreparedColumns",
+    "PreparedRecord",
+    "aligned",
+    "check_topic",
+    "invalid_partition",
+    "record_timestamp",
+]
+
+#: Headers as ``[(key, value), ...]`` or ``{key: value}``; keys str, values bytes-like/str/None.
+Headers = Sequence[tuple[str, Any]] | Mapping[str, Any]
+#: Headers once checked: str keys, bytes or None values.
+HeaderList = list[tuple[str, bytes | None]]
+
+_BytesLike = (bytes, bytearray)
+_NoneType = type(None)
+# Records per slice of a bulk send: between slices the sender may run.
+_BULK_SLICE = 4096
+
+
+class PreparedRecord(NamedTuple):
+    """One record that passed every check, ready to be admitted and appended."""
+
+    topic: str
+    key: bytes | bytearray | None
+    value: bytes | bytearray | None
+    headers: HeaderList | None
+    timestamp_ms: int
+    #: The partition the caller gave (checked again on append: a topic may shrink), or
+    #: None to let the partitioner choose.
+    partition: int | None
+    #: The bytes it reserves in the memory budget: its :func:`record_size_bound`.
+    size: int
+
+
+# tuple.__new__ directly: a NamedTuple's own __new__ adds a Python frame per record.
+_prepared: Callable[[tuple[Any, ...]], PreparedRecord] = functools.partial(
+    tuple.__new__, PreparedRecord
+)
+
+
+class ColumnRun:
+    """Records ``start:stop`` of a bulk send's :class:`PreparedColumns`, bound for one
+    partition (None: the sticky partitioner's), with the bytes reserved for them: the
+    unit in which a bulk send is admitted and appended."""
+
+    __slots__ = ("appended", "bulk", "columns", "partition", "size", "start", "stop")
+
+    def __init__(
+        self,
+        columns: PreparedColumns,
+        partition: int | None,
+        start: int,
+        stop: int,
+        size: int,
+        bulk: BulkDelivery,
+    ) -> None:
+        self.columns = columns
+        self.partition = partition
+        self.start = start
+        self.stop = stop
+        #: An upper bound of the bytes its records add to batches.
+        self.size = size
+        #: The bulk send whose outcome it adds to (its topic and timestamp are the run's).
+        self.bulk = bulk
+        #: How many of its records :meth:`Intake.append_run` appended (set by it).
+        self.appended = 0
+
+
+class PreparedColumns:
+    """A bulk send's records, checked and converted, grouped into runs by partition.
+
+    Only the records before the first bad one are kept; :attr:`error` is that record's.
+    """
+
+    __slots__ = (
+        "count",
+        "error",
+        "header_sizes",
+        "headers",
+        "keys",
+        "max_estimate",
+        "order",
+        "runs",
+        "values",
+    )
+
+    def __init__(
+        self,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        headers: Sequence[Any] | None,
+    ) -> None:
+        self.values = values
+        self.keys = keys
+        self.headers = headers
+        # Per-record header bytes in the size bound, when there are headers.
+        self.header_sizes: list[int] | None = None
+        self.max_estimate = RECORD_FRAMING_BOUND
+        #: Each appended record's position in the input, when grouping reordered them.
+        self.order: Sequence[int] | None = None
+        #: (partition or None for sticky, start, stop) per partition, in append order.
+        self.runs: list[tuple[int | None, int, int]] = []
+        #: How many records are kept (those before the first bad one).
+        self.count = 0
+        #: The first bad record's error, naming its index.
+        self.error: BaseException | None = None
+
+    def estimate(self, start: int, stop: int) -> int:
+        """An upper bound of the bytes records ``start:stop`` add to batches: the sum of
+        their :func:`record_size_bound`, in C-level passes."""
+        total = RECORD_FRAMING_BOUND * (stop - start)
+        total += sum(map(len, filter(None, self.values[start:stop])))
+        if self.keys is not None:
+            total += sum(map(len, filter(None, self.keys[start:stop])))
+        if self.header_sizes is not None:
+            total += sum(self.header_sizes[start:stop])
+        return total
+
+    def slices(self, batch_size: int, bulk: BulkDelivery) -> list[ColumnRun]:
+        """The runs cut into slices: at most a batch's worth for the sticky partitioner
+        (it may move on after each batch), else ``_BULK_SLICE`` records."""
+        out: list[ColumnRun] = []
+        sticky_step = min(_BULK_SLICE, max(1, batch_size // self.max_estimate))
+        for part, start, stop in self.runs:
+            step = sticky_step if part is None else _BULK_SLICE
+            for pos in range(start, stop, step):
+                end = min(stop, pos + step)
+                out.append(ColumnRun(self, part, pos, end, self.estimate(pos, end), bulk))
+        return out
+
+
+class Intake:
+    """How records get into a producer's batches; one per :class:`~aioproducer.Producer`.
+
+    Package-internal: :class:`~aioproducer.Producer` and the thread hand-off behind
+    :class:`~aioproducer.SyncProducer` (``handoff.py``) both use it. :meth:`record`,
+    :meth:`columns`, :meth:`check_partition` and :meth:`topic_info` may run in any
+    thread; the rest runs on the producer's loop.
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        budget: MemoryBudget,
+        acc: Accumulator,
+        cluster: Cluster,
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self.config = config
+        #: The memory budget records are admitted into (see ``budget.py``).
+        self.budget = budget
+        #: Where the metadata lives: ``cluster.snapshot.topics`` may be read from any thread.
+        self.cluster = cluster
+        #: Whether appends are accepted; the producer sets it while it runs.
+        self.accepting = False
+        self._acc = acc
+        self._wake_sender = wake_sender
+        self._sticky = StickyPartitioner(config.batch_size)
+        self._key_serializer = config.key_serializer
+        self._value_serializer = config.value_serializer
+        self._custom = config.partitioner
+        self._keys_decide = config.partitioner is None and not config.partitioner_ignore_keys
+        #: The largest record size bound that can ever be sent.
+        self.max_size = min(config.max_request_size, config.buffer_memory) - RECORD_BATCH_OVERHEAD
+
+    # -- checking (any thread) --------------------------------------------------------------
+
+    def record(
+        self,
+        topic: str,
+        key: Any,
+        value: Any,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> PreparedRecord:
+        """Serialize, convert and check one record (not its partition: see
+        :meth:`check_partition`); raises ``SerializationError``, ``RecordTooLargeError``
+        or ``InvalidArgumentError``."""
+        # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
+        if self._key_serializer is not None and key is not None:
+            key = _serialize(self._key_serializer, topic, key, "key")
+        if self._value_serializer is not None and value is not None:
+            value = _serialize(self._value_serializer, topic, value, "value")
+        # bytes and bytearray are written as they are: the batch copies them on append.
+        if key is not None and type(key) not in _BytesLike:
+            key = _coerce(key, "key")
+        if value is not None and type(value) not in _BytesLike:
+            value = _coerce(value, "value")
+        if headers:
+            hdrs: HeaderList | None = _headers(headers)
+            size = record_size_bound(
+                len(key) if key is not None else 0, len(value) if value is not None else 0, hdrs
+            )
+        else:
+            hdrs = None
+            # record_size_bound() without headers, written out: this is the hot path.
+            size = RECORD_FRAMING_BOUND
+            if key is not None:
+                size += len(key)
+            if value is not None:
+                size += len(value)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+            record_timestamp(timestamp_ms)  # raises
+        if size > self.max_size:
+            raise self.too_large(size + RECORD_BATCH_OVERHEAD)
+        return _prepared((topic, key, value, hdrs, timestamp_ms, partition, size))
+
+    def check_partition(self, topic: str, partition: object, info: TopicInfo) -> None:
+        """Raise ``InvalidArgumentError`` unless ``partition`` is one of the topic's."""
+        count = len(info.partitions)
+        if type(partition) is not int or not 0 <= partition < count:
+            raise invalid_partition(topic, partition, count)
+
+    def too_large(self, size: int) -> RecordTooLargeError:
+        """The error for a record of ``size`` bytes (with a batch header) that never fits."""
+        return RecordTooLargeError(
+            f"the record is {size} bytes when serialized, larger than "
+            f"max_request_size ({self.config.max_request_size}) or "
+            f"buffer_memory ({self.config.buffer_memory})"
+        )
+
+    def topic_info(self, topic: str) -> TopicInfo | None:
+        """The topic's metadata if loaded (a read of the current snapshot: any thread)."""
+        return self.cluster.snapshot.topics.get(topic)
+
+    async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
+        """The topic's metadata, loading it if needed, waiting up to ``timeout`` (loop)."""
+        check_topic(topic)
+        return await self.cluster.wait_for_topic(topic, timeout)
+
+    def columns(
+        self,
+        topic: str,
+        info: TopicInfo,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        headers: Sequence[Any] | None,
+        partitions: Sequence[int | None] | None,
+    ) -> PreparedColumns:
+        """Check and convert a bulk send's columns, cut them at the first bad record and
+        group them by partition.
+
+        Per-record Python runs only where the input needs it (serializers, values that are
+        not bytes, headers, keys to hash); columns of bytes are checked with C-level passes.
+        Keys are hashed and a custom partitioner is called here, so in any thread that
+        runs it.
+        """
+        values = values if isinstance(values, Sequence) else list(values)
+        count = len(values)
+        keys = aligned(keys, count, "keys")
+        headers = aligned(headers, count, "headers")
+        partitions = aligned(partitions, count, "partitions")
+        bad = count
+        error: BaseException | None = None
+
+        def fail(index: int, exc: BaseException) -> None:
+            nonlocal bad, error
+            if index < bad:
+                bad = index
+                error = type(exc)(f"record {index} of the bulk send: {exc}")
+                error.__cause__ = exc
+
+        values = _bulk_bytes(topic, values, self._value_serializer, "value", fail)
+        if keys is not None:
+            keys = _bulk_bytes(topic, keys, self._key_serializer, "key", fail)
+        header_sizes: list[int] | None = None
+        if headers is not None:
+            normalized: list[Any] = []
+            header_sizes = []
+            for i, hdrs in enumerate(headers):
+                if i >= bad:
+                    break
+                try:
+                    hl = _headers(hdrs) if hdrs else None
+                except SerializationError as exc:
+                    fail(i, exc)
+                    break
+                normalized.append(hl)
+                header_sizes.append(record_size_bound(0, 0, hl) - RECORD_FRAMING_BOUND)
+            headers = normalized
+        # Sizes: one C-level pass finds the largest record bound; only if that is too large
+        # is each record measured to find the first culprit.
+        vmax = max(map(len, filter(None, values[:bad])), default=0)
+        kmax = max(map(len, filter(None, keys[:bad])), default=0) if keys is not None else 0
+        hmax = max(header_sizes, default=0) if header_sizes else 0
+        if RECORD_FRAMING_BOUND + vmax + kmax + hmax > self.max_size:
+            for i in range(bad):
+                v, k = values[i], keys[i] if keys is not None else None
+                need = (
+                    RECORD_FRAMING_BOUND
+                    + (len(v) if v is not None else 0)
+                    + (len(k) if k is not None else 0)
+                    + (header_sizes[i] if header_sizes is not None else 0)
+                )
+                if need > self.max_size:
+                    fail(i, self.too_large(need + RECORD_BATCH_OVERHEAD))
+                    break
+        parts: list[Any] | None = None
+        nparts = len(info.partitions)
+        if partitions is not None:
+            parts = list(partitions[:bad])
+            for i, p in enumerate(parts):
+                if p is not None and (type(p) is not int or not 0 <= p < nparts):
+                    fail(i, invalid_partition(topic, p, nparts))
+                    break
+        if self._custom is not None or (keys is not None and self._keys_decide):
+            # Keys to hash or a custom partitioner: one partition per record, decided here.
+            if parts is None:
+                parts = [None] * bad
+            for i in range(bad):
+                if parts[i] is None:
+                    k = keys[i] if keys is not None else None
+                    if self._custom is None and k is None:
+                        continue  # a null key goes to the sticky partition
+                    try:
+                        parts[i] = self.partition(topic, info, k, None)
+                    except KafkaError as exc:
+                        fail(i, exc)
+                        break
+                    except Exception as exc:
+                        fail(i, partitioner_failed(exc))
+                        break
+        cols = PreparedColumns(values, keys, headers)
+        cols.header_sizes = header_sizes
+        cols.max_estimate = RECORD_FRAMING_BOUND + vmax + kmax + hmax
+        cols.error = error
+        cols.count = bad
+        if parts is not None:
+            del parts[bad:]
+        _group(cols, parts, bad)
+        return cols
+
+    # -- placing (the producer's loop) -----------------------------------------------------
+
+    def partition(self, topic: str, info: TopicInfo, key: Any, partition: int | None) -> int:
+        """The partition for a record: ``partition`` if given (checked), else the custom
+        partitioner's, the key's hash, or the sticky partition."""
+        count = len(info.partitions)
+        if partition is not None:
+            if type(partition) is not int or not 0 <= partition < count:
+                raise invalid_partition(topic, partition, count)
+            return partition
+        custom = self._custom
+        if custom is not None:
+            chosen = custom(topic, key, info.partitions, info.available)
+            if type(chosen) is not int or not 0 <= chosen < count:
+                raise InvalidArgumentError(
+                    f"the partitioner returned {chosen!r} for topic {topic!r}, "
+                    f"which has {count} partitions"
+                )
+            return chosen
+        if key is not None and self._keys_decide:
+            return partition_for_key(key, count)
+        return self._sticky.partition(topic, info.available, count)
+
+    def append(self, record: PreparedRecord, info: TopicInfo) -> tuple[DeliveryHandle, bool]:
+        """Append a record whose ``size`` is reserved in the budget, waking the sender if a
+        batch started or filled; returns its handle and whether that happened.
+
+        If the record cannot be appended (the producer stopped, its partition is not the
+        topic's, a custom partitioner failed), its reservation is given back and the error
+        raised.
+        """
+        topic, key, value, hdrs, ts, explicit, need = record
+        try:
+            if not self.accepting:
+                raise ProducerClosedError("the producer was closed before the record")
+            part = self.partition(topic, info, key, explicit)
+        except BaseException:
+            self.budget.release(need)
+            raise
+        acc = self._acc
+        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need, time.monotonic())
+        if explicit is None and (key is None or not self._keys_decide) and self._custom is None:
+            # The record went into the partition's newest batch, so its fullness is the
+            # partition's.
+            self._sticky.on_append(
+                topic, part, need, acc.last_batch_full, info.available, len(info.partitions)
+            )
+        if wake:
+            self._wake_sender()
+        return handle, wake
+
+    def append_run(self, run: ColumnRun, info: TopicInfo) -> bool:
+        """Append a :class:`ColumnRun` whose ``size`` is reserved, adding where its records
+        went to its bulk; returns whether the sender was woken.
+
+        If a record is invalid, the ones before it stay appended (``run.appended`` says
+        how many), the rest's reservation is given back and its error raised.
+        """
+        bulk = run.bulk
+        topic = bulk.topic
+        part = run.partition
+        count = len(info.partitions)
+        sticky = part is None
+        try:
+            if not self.accepting:
+                raise ProducerClosedError("the producer was closed before the records")
+            if part is None:
+                part = self._sticky.partition(topic, info.available, count)
+            elif part >= count:
+                # The topic shrank (or metadata changed) since the partitions were checked.
+                raise InvalidArgumentError(
+                    f"partition {part} is not valid for topic {topic!r}, "
+                    f"which has {count} partitions"
+                )
+        except BaseException:
+            self.budget.release(run.size)
+            raise
+        cols = run.columns
+        spans: list[tuple[ProducerBatch, int, int]] = []
+        try:
+            _appended, added, wake = self._acc.append_run(
+                topic,
+                part,
+                bulk.timestamp_ms,
+                cols.keys,
+                cols.values,
+                cols.headers,
+                run.start,
+                run.stop,
+                run.size,
+                time.monotonic(),
+                spans,
+            )
+        finally:
+            run.appended = sum(span[2] for span in spans)
+            bulk.add_spans(spans)
+        if sticky and spans:
+            self._sticky.on_append(topic, part, added, spans[-1][0].full, info.available, count)
+        if wake:
+            self._wake_sender()
+        return wake
+
+    def hurry(self, on: bool) -> None:
+        """Make batches leave without lingering (``on``), or let them linger again; calls
+        nest. Threads waiting for buffer space use it, as waiting senders do."""
+        if on:
+            self._acc.flushing += 1
+            self._wake_sender()
+        else:
+            self._acc.flushing -= 1
+
+    def watch_batches(self, callback: Callable[[ProducerBatch], None] | None) -> None:
+        """Call ``callback(batch)`` for every batch opened from now on (None: stop)."""
+        self._acc.on_new_batch = callback
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+def record_timestamp(timestamp_ms: int | None) -> int:
+    """``timestamp_ms`` checked, or now in milliseconds since the epoch if None."""
+    if timestamp_ms is None:
+        return int(time.time() * 1000)
+    if type(timestamp_ms) is int and timestamp_ms >= 0:
+        return timestamp_ms
+    raise InvalidArgumentError(
+        f"timestamp_ms must be a non-negative int (milliseconds since the epoch) or "
+        f"None, got {timestamp_ms!r}"
+    )
+
+
+def invalid_partition(topic: str, partition: object, count: int) -> InvalidArgumentError:
+    """The error for a partition the topic does not have."""
+    return InvalidArgumentError(
+        f"partition {partition!r} is not valid for topic {topic!r}, which has "
+        f"{count} partitions (0..{count - 1})"
+    )
+
+
+def partitioner_failed(exc: Exception) -> InvalidArgumentError:
+    """The error for a record a custom partitioner raised ``exc`` for."""
+    err = InvalidArgumentError(f"the record could not be partitioned: {exc!r}")
+    err.__cause__ = exc
+    return err
+
+
+def check_topic(topic: object) -> None:
+    """Raise ``InvalidArgumentError`` unless ``topic`` can be a topic name."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidArgumentError(f"topic must be a non-empty str, got {topic!r}")
+    if len(topic) > 249:
+        raise InvalidArgumentError(f"topic name is longer than 249 characters: {topic[:40]!r}...")
+
+
+def aligned(items: Iterable[Any] | None, count: int, name: str) -> Sequence[Any] | None:
+    """``items`` as a sequence, checked to have one item per value (None stays None)."""
+    if items is None:
+        return None
+    seq = items if isinstance(items, Sequence) else list(items)
+    if len(seq) != count:
+        raise InvalidArgumentError(f"{name} has {len(seq)} items but values has {count}")
+    return seq
+
+
+def _coerce(obj: object, what: str) -> bytes:
+    if isinstance(obj, str):
+        return obj.encode("utf-8")
+    if isinstance(obj, memoryview):
+        return obj.tobytes()
+    if isinstance(obj, (bytes, bytearray)):
+        return bytes(obj)
+    raise SerializationError(
+        f"{what} must be bytes, bytearray, memoryview, str or None "
+        f"(or configure {what}_serializer), got {type(obj).__name__}"
+    )
+
+
+def _serialize(serializer: Any, topic: str, obj: object, what: str) -> Any:
+    try:
+        out = serializer(topic, obj)
+    except Exception as exc:
+        raise SerializationError(f"{what}_serializer failed: {exc!r}") from exc
+    if out is not None and type(out) not in _BytesLike:
+        out = _coerce(out, what)
+    return out
+
+
+def _headers(headers: Headers) -> HeaderList:
+    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
+    out: HeaderList = []
+    try:
+        for hkey, hvalue in items:
+            if not isinstance(hkey, str):
+                raise SerializationError(
+                    f"header keys must be str, got {type(hkey).__name__} ({hkey!r})"
+                )
+            if hvalue is not None and type(hvalue) is not bytes:
+                hvalue = _coerce(hvalue, f"header {hkey!r} value")
+            out.append((hkey, hvalue))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, SerializationError):
+            raise
+        raise SerializationError(
+            "headers must be a sequence of (str, bytes) pairs or a mapping of str to bytes"
+        ) from exc
+    return out
+
+
+# -- bulk preparation --------------------------------------------------------------------------
+
+
+def _bulk_bytes(
+    topic: str,
+    column: Sequence[Any],
+    serializer: Any,
+    what: str,
+    fail: Callable[[int, BaseException], None],
+) -> Sequence[Any]:
+    """``column`` with every item bytes or None (a C-level type scan when it already is)."""
+    if serializer is None and set(map(type, column)) <= {bytes, _NoneType}:
+        return column
+    out: list[Any] = []
+    append = out.append
+    for i, item in enumerate(column):
+        try:
+            if serializer is not None and item is not None:
+                item = _serialize(serializer, topic, item, what)
+            if item is not None and type(item) is not bytes:
+                item = _coerce(item, what)
+        except SerializationError as exc:
+            fail(i, exc)
+            break
+        append(item)
+    return out
+
+
+def _group(cols: PreparedColumns, parts: list[Any] | None, count: int) -> None:
+    """Order ``cols``' first ``count`` records by partition (stably) and cut them into runs."""
+    if count == 0:
+        return
+    if parts is None:
+        cols.runs = [(None, 0, count)]
+        return
+    distinct = set(parts)
+    if len(distinct) == 1:
+        cols.runs = [(parts[0], 0, count)]
+        return
+    if None in distinct:
+        # Records for the sticky partitioner sort first, under a key no partition has.
+        sort_keys: list[int] = [-1 if p is None else p for p in parts]
+    else:
+        sort_keys = parts
+    order = sorted(range(count), key=sort_keys.__getitem__)
+    pick = operator.itemgetter(*order)
+    ordered_keys = list(pick(sort_keys))
+    cols.values = list(pick(cols.values))
+    if cols.keys is not None:
+        cols.keys = list(pick(cols.keys))
+    if cols.headers is not None:
+        cols.headers = list(pick(cols.headers))
+    if cols.header_sizes is not None:
+        cols.header_sizes = list(pick(cols.header_sizes))
+    cols.order = order
+    runs: list[tuple[int | None, int, int]] = []
+    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
+        key = -1 if p is None else p
+        runs.append(
+            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
+        )
+    cols.runs = runs

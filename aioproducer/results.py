@@ -1,0 +1,280 @@
+"""What a send gives back: :class:`RecordMetadata`, and the pending deliveries that resolve
+to it, :class:`DeliveryHandle` (one record) and :class:`BulkDelivery` (one bulk send).
+
+They read outcomes from the batches holding their records (see ``accumulator.py``); no
+per-record state is kept once a record is appended.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+if TYPE_CHECKING:
+    from .accumulator import ProducerBatch
+
+__all__ = ["BulkDelivery", "DeliveryHandle", "RecordMetadata"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a delivered record landed.
+
+    ``offset`` is -1 with ``acks=0`` (the broker does not answer) and ``timestamp_ms`` is the
+    broker's log-append time when the topic uses LogAppendTime, else the record's own.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class DeliveryHandle:
+    """The pending delivery of one record: ``await handle`` gives its :class:`RecordMetadata`.
+
+    Awaiting is optional and may be repeated; cancelling an ``await handle`` never cancels
+    the delivery. A failed delivery raises a :class:`~aioproducer.errors.KafkaError`.
+    """
+
+    __slots__ = ("_batch", "_index", "key_size", "timestamp_ms", "value_size")
+
+    def __init__(
+        self, batch: ProducerBatch, index: int, timestamp_ms: int, key_size: int, value_size: int
+    ) -> None:
+        self._batch = batch
+        self._index = index
+        self.timestamp_ms = timestamp_ms
+        self.key_size = key_size
+        self.value_size = value_size
+
+    @property
+    def topic(self) -> str:
+        """The record's topic."""
+        return self._batch.topic
+
+    @property
+    def partition(self) -> int:
+        """The partition chosen for the record."""
+        return self._batch.partition
+
+    def done(self) -> bool:
+        """Whether the record has been delivered or has failed."""
+        return self._batch.done
+
+    def result(self) -> RecordMetadata:
+        """The metadata of a delivered record; raises its error if it failed.
+
+        Raises ``RuntimeError`` if the delivery is still pending.
+        """
+        if not self._batch.done:
+            raise RuntimeError("the record's delivery is still pending; await the handle")
+        offset, log_append_time, exc = self._batch.outcome(self._index)
+        if exc is not None:
+            raise exc
+        return RecordMetadata(
+            self._batch.topic,
+            self._batch.partition,
+            offset,
+            log_append_time if log_append_time >= 0 else self.timestamp_ms,
+            self.key_size,
+            self.value_size,
+        )
+
+    def exception(self) -> BaseException | None:
+        """The error of a failed delivery, ``None`` if delivered (``RuntimeError`` if pending)."""
+        if not self._batch.done:
+            raise RuntimeError("the record's delivery is still pending; await the handle")
+        return self._batch.outcome(self._index)[2]
+
+    def add_done_callback(self, callback: Callable[[DeliveryHandle], Any]) -> None:
+        """Call ``callback(handle)`` on the producer's loop once the record is done."""
+        self._batch.add_done_callback(lambda _batch: callback(self))
+
+    async def wait(self) -> RecordMetadata:
+        """Wait for the delivery and return its metadata (same as ``await handle``)."""
+        batch = self._batch
+        if not batch.done:
+            await batch.wait()
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        return self.wait().__await__()
+
+    def __repr__(self) -> str:
+        state = "done" if self._batch.done else "pending"
+        return f"<DeliveryHandle {self.topic}-{self.partition} #{self._index} {state}>"
+
+
+class BulkDelivery:
+    """The pending delivery of the records of one bulk send, as a whole.
+
+    ``await bulk`` (or :meth:`wait`) returns it once every record has an outcome; nothing
+    is tracked per record: it completes when the batches holding its records have (one
+    callback per batch). Then :attr:`delivered`, :attr:`failed` and :attr:`first_error`
+    summarise the outcome and :meth:`metadata` gives one record's, computed on demand.
+    Cancelling a wait never cancels the delivery.
+    """
+
+    __slots__ = (
+        "_callbacks",
+        "_ends",
+        "_event",
+        "_inverse",
+        "_order",
+        "_pending",
+        "_spans",
+        "records",
+        "timestamp_ms",
+        "topic",
+    )
+
+    def __init__(self, topic: str, timestamp_ms: int) -> None:
+        self.topic = topic
+        self.timestamp_ms = timestamp_ms
+        #: How many records the bulk send buffered.
+        self.records = 0
+        self._spans: list[tuple[ProducerBatch, int, int]] = []
+        # Cumulative record counts of the spans, for finding a record's span.
+        self._ends: list[int] = []
+        # Position at which each record was appended, when grouping reordered them.
+        self._order: Sequence[int] | None = None
+        self._inverse: list[int] | None = None
+        # Batches still to complete, plus one until track() has seen every span.
+        self._pending = 1
+        self._event: anyio.Event | None = None
+        self._callbacks: list[Callable[[BulkDelivery], Any]] | None = None
+
+    def add_spans(self, spans: list[tuple[ProducerBatch, int, int]]) -> None:
+        """Package-internal: record that ``spans`` (batch, index of the record in it,
+        record count) hold the bulk's next records, in append order."""
+        ends = self._ends
+        total = self.records
+        for span in spans:
+            total += span[2]
+            ends.append(total)
+        self._spans += spans
+        self.records = total
+
+    def track(self, order: Sequence[int] | None) -> None:
+        """Package-internal: start waiting for the batches; call once, after the last span
+        was added. ``order`` gives each appended record's position in the caller's input
+        when grouping by partition reordered them (None: they were appended in order)."""
+        self._order = order
+        seen: set[int] = set()
+        batches = []
+        for batch, _first, _count in self._spans:
+            if id(batch) not in seen and not batch.done:
+                seen.add(id(batch))
+                batches.append(batch)
+        self._pending += len(batches)
+        for batch in batches:
+            batch.add_done_callback(self._batch_done)
+        self._batch_done(None)
+
+    def _batch_done(self, _batch: ProducerBatch | None) -> None:
+        self._pending -= 1
+        if self._pending:
+            return
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for callback in callbacks:
+                callback(self)
+
+    def done(self) -> bool:
+        """Whether every record has been delivered or has failed."""
+        return self._pending == 0
+
+    def add_done_callback(self, callback: Callable[[BulkDelivery], Any]) -> None:
+        """Call ``callback(bulk)`` on the producer's loop once every record is done."""
+        if self._pending == 0:
+            callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
+    async def wait(self) -> BulkDelivery:
+        """Wait until every record has an outcome; returns ``self``."""
+        if self._pending:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        return self
+
+    def __await__(self) -> Generator[Any, None, BulkDelivery]:
+        return self.wait().__await__()
+
+    def _check_done(self) -> None:
+        if self._pending:
+            raise RuntimeError("the bulk delivery is still pending; await it")
+
+    @property
+    def failed(self) -> int:
+        """How many records failed (``RuntimeError`` while pending)."""
+        self._check_done()
+        return sum(batch.failures(first, count)[0] for batch, first, count in self._spans)
+
+    @property
+    def delivered(self) -> int:
+        """How many records were acknowledged (``RuntimeError`` while pending)."""
+        return self.records - self.failed
+
+    @property
+    def first_error(self) -> BaseException | None:
+        """The error of the first failed record in append order, ``None`` if none failed."""
+        self._check_done()
+        for batch, first, count in self._spans:
+            exc = batch.failures(first, count)[1]
+            if exc is not None:
+                return exc
+        return None
+
+    def _locate(self, index: int) -> tuple[ProducerBatch, int]:
+        if not 0 <= index < self.records:
+            raise IndexError(f"record {index} is not in this bulk of {self.records}")
+        if self._order is not None:
+            if self._inverse is None:
+                inverse = [0] * len(self._order)
+                for pos, original in enumerate(self._order):
+                    inverse[original] = pos
+                self._inverse = inverse
+            index = self._inverse[index]
+        span = bisect.bisect_right(self._ends, index)
+        batch, first, count = self._spans[span]
+        return batch, first + index - (self._ends[span] - count)
+
+    def partition(self, index: int) -> int:
+        """The partition record ``index`` (in the order given) went to."""
+        return self._locate(index)[0].partition
+
+    def metadata(self, index: int) -> RecordMetadata:
+        """Record ``index``'s metadata once done; raises its error if it failed.
+
+        Its serialized key and value sizes are -1: a bulk send does not keep them.
+        """
+        self._check_done()
+        batch, pos = self._locate(index)
+        offset, log_append_time, exc = batch.outcome(pos)
+        if exc is not None:
+            raise exc
+        return RecordMetadata(
+            batch.topic,
+            batch.partition,
+            offset,
+            log_append_time if log_append_time >= 0 else self.timestamp_ms,
+            -1,
+            -1,
+        )
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<BulkDelivery {self.topic} records={self.records} {state}>"
