@@ -228,3 +228,48 @@ async def test_a_failed_record_makes_the_commit_fail_and_the_abort_carries_on(
         (topic, 0): [b"after"],
         (small, 0): [],
     }
+
+
+def _committed_offset(bootstrap_servers: str, group_id: str, topic: str, partition: int) -> int:
+    import confluent_kafka as ck
+
+    consumer: Any = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        (tp,) = consumer.committed([ck.TopicPartition(topic, partition)], timeout=30)
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+async def test_offsets_sent_to_a_transaction_commit_and_abort_with_it(
+    txn_cluster: KafkaCluster,
+) -> None:
+    source = new_topic(txn_cluster, 2)
+    sink = new_topic(txn_cluster, 1)
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    servers = txn_cluster.bootstrap_servers
+    async with _producer(txn_cluster) as producer:
+        async with producer.transaction():
+            await producer.send(sink, b"out-1")
+            await producer.send_offsets_to_transaction({(source, 0): 5, (source, 1): 7}, group)
+        assert await anyio.to_thread.run_sync(_committed_offset, servers, group, source, 0) == 5
+        assert await anyio.to_thread.run_sync(_committed_offset, servers, group, source, 1) == 7
+
+        await producer.begin_transaction()
+        await producer.send(sink, b"out-2")
+        await producer.send_offsets_to_transaction({(source, 0): 9}, group)
+        await producer.abort_transaction()
+        assert await anyio.to_thread.run_sync(_committed_offset, servers, group, source, 0) == 5
+
+        # Offsets alone make a transaction too.
+        async with producer.transaction():
+            await producer.send_offsets_to_transaction({(source, 1): 11}, group)
+        assert await anyio.to_thread.run_sync(_committed_offset, servers, group, source, 1) == 11
+    assert read_committed(servers, [sink]) == {(sink, 0): [b"out-1"]}
