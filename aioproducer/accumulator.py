@@ -206,8 +206,11 @@ class Accumulator:
         codec: Codec,
         compression_level: int | None,
         budget: MemoryBudget,
+        transactional: bool = False,
     ) -> None:
         self.batch_size = batch_size
+        #: Whether batches are marked transactional (a producer with a transactional id).
+        self.transactional = transactional
         self.linger = linger
         self.delivery_timeout = delivery_timeout
         self.codec = codec
@@ -364,7 +367,9 @@ class Accumulator:
         return pos - start, added_total, wake
 
     def _new_batch(self, topic: str, partition: int, now: float) -> ProducerBatch:
-        builder = RecordBatchBuilder(self.codec, self.compression_level)
+        builder = RecordBatchBuilder(
+            self.codec, self.compression_level, transactional=self.transactional
+        )
         batch = ProducerBatch(topic, partition, builder, now, now + self.delivery_timeout)
         self.incomplete[batch] = None
         if self.on_new_batch is not None:

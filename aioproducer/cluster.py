@@ -97,6 +97,9 @@ class Cluster:
         self.fatal_error: BaseException | None = None
         self._bootstrap_index = random.randrange(len(config.bootstrap_list))
         self._unreachable = _UnreachableLog()
+        # Addresses learnt outside metadata (a coordinator named by FindCoordinator before
+        # the first refresh lists its broker).
+        self._extra_addresses: dict[int, tuple[str, int]] = {}
         #: Called with each new snapshot (the sender uses it to wake up).
         self.on_update: Callable[[], None] | None = None
 
@@ -226,7 +229,11 @@ class Cluster:
         if node_id <= _BOOTSTRAP_BASE:
             index = _BOOTSTRAP_BASE - node_id
             return self.config.bootstrap_list[index]
-        return self.snapshot.brokers.get(node_id)
+        return self.snapshot.brokers.get(node_id) or self._extra_addresses.get(node_id)
+
+    def remember_address(self, node_id: int, host: str, port: int) -> None:
+        """Know where ``node_id`` listens even if the metadata does not list it yet."""
+        self._extra_addresses[node_id] = (host, port)
 
     def disconnect(self, node_id: int, reason: BaseException) -> None:
         """Drop the connection to ``node_id`` (its in-flight requests fail with ``reason``)."""

@@ -72,6 +72,11 @@ class ProducerConfig:
     #: :class:`~aioproducer.oauth.OAuthToken` or a ``(token, expires_at)`` pair; see
     #: :mod:`aioproducer.oauth`.
     sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+    #: Makes the producer transactional (see ``Producer.begin_transaction``); producers
+    #: with the same id fence each other. Needs idempotence and ``acks="all"``.
+    transactional_id: str | None = None
+    #: How long the coordinator lets a transaction stay open before aborting it.
+    transaction_timeout_ms: int = 60000
 
     # Derived, filled in __post_init__.
     codec: Codec = field(init=False, default=Codec.NONE)
@@ -92,6 +97,10 @@ class ProducerConfig:
         _check_bool("enable_idempotence", self.enable_idempotence)
         _check_bool("allow_auto_create_topics", self.allow_auto_create_topics)
         _check_bool("partitioner_ignore_keys", self.partitioner_ignore_keys)
+        if self.transactional_id is not None and acks_value != -1:
+            raise ConfigError(
+                f"acks must be 'all' for a transactional producer (got acks={self.acks!r})"
+            )
         if self.enable_idempotence:
             if acks_value != -1:
                 raise ConfigError(
@@ -103,6 +112,18 @@ class ProducerConfig:
                     "max_in_flight_requests_per_connection must be at most 5 when "
                     f"enable_idempotence=True (got {self.max_in_flight_requests_per_connection})"
                 )
+
+        if self.transactional_id is not None:
+            if not isinstance(self.transactional_id, str) or not self.transactional_id:
+                raise ConfigError(
+                    f"transactional_id must be a non-empty str or None, got {self.transactional_id!r}"
+                )
+            if not self.enable_idempotence:
+                raise ConfigError(
+                    "a transactional producer needs enable_idempotence=True "
+                    f"(transactional_id={self.transactional_id!r})"
+                )
+        _check_int("transaction_timeout_ms", self.transaction_timeout_ms, 1, _INT32_MAX)
 
         _check_number("linger_ms", self.linger_ms, 0, 24 * 3600 * 1000)
         _check_int("batch_size", self.batch_size, 0, _INT32_MAX)

@@ -125,6 +125,9 @@ class BrokerConnection:
         self._ssl_context = ssl_context
         self._authenticator = authenticator
         self.versions: dict[ApiKey, int] = {}
+        #: Feature name -> (min, max) finalized level, from the ApiVersions handshake (e.g.
+        #: ``transaction.version``); empty if the broker reports none.
+        self.finalized_features: dict[str, tuple[int, int]] = {}
         self._stream: anyio.abc.ByteStream | None = None
         self._pending: collections.deque[_Pending] = collections.deque()
         # Requests accepted but not yet written: (pending entry, prebuilt frame or None).
@@ -232,6 +235,7 @@ class BrokerConnection:
 
             raise error_for_code(response.error_code, "ApiVersions handshake failed")
         self.versions = negotiate_versions(response.api_keys)
+        self.finalized_features = dict(response.finalized_features)
 
     async def _run(self, ready: anyio.Event) -> None:
         with anyio.CancelScope() as scope:

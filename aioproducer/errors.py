@@ -45,6 +45,10 @@ __all__ = [
     "SerializationError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
+    "TransactionAbortedError",
+    "TransactionFailedError",
+    "TransactionStateError",
+    "TransactionalIdAuthorizationFailedError",
     "UnknownProducerIdError",
     "UnknownServerError",
     "UnknownTopicOrPartitionError",
@@ -132,6 +136,27 @@ class UnsupportedVersionError(KafkaError):
 
 class AuthenticationError(KafkaError):
     """The broker rejected the credentials (SASL) or the TLS handshake failed."""
+
+
+class TransactionStateError(KafkaError, RuntimeError):
+    """A transactional call that the transaction's current state does not allow.
+
+    For example ``send()`` on a transactional producer outside a transaction, a second
+    ``begin_transaction()``, or a commit with no transaction open. Nothing was changed.
+    """
+
+
+class TransactionFailedError(KafkaError):
+    """The current transaction hit an error and can no longer commit: abort it.
+
+    Raised by ``commit_transaction()`` and by ``send()`` once the transaction is in this
+    state; ``__cause__`` is the first error that made it so. After
+    ``abort_transaction()`` the producer carries on with new transactions.
+    """
+
+
+class TransactionAbortedError(KafkaError):
+    """The record was discarded because its transaction was aborted before it was sent."""
 
 
 # -- errors returned by brokers -------------------------------------------------------------
@@ -268,6 +293,11 @@ class ProducerFencedError(BrokerResponseError):
     """A newer producer with the same id has fenced this one."""
 
 
+@_for_code(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    """Not authorized for this transactional id: the producer can only be closed."""
+
+
 # The rest of the table: only name, retriability and a short description differ.
 for _code, _retriable, _doc in [
     (ErrorCode.OFFSET_OUT_OF_RANGE, False, "The requested offset is out of range."),
@@ -329,10 +359,12 @@ for _code, _retriable, _doc in [
         "Another transaction is in progress for this producer.",
     ),
     (
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.OPERATION_NOT_ATTEMPTED,
         False,
-        "Not authorized for this transactional id.",
+        "Not attempted because another part of the request failed.",
     ),
+    (ErrorCode.UNKNOWN_MEMBER_ID, False, "The member id is not known to the group."),
+    (ErrorCode.GROUP_AUTHORIZATION_FAILED, False, "Not authorized for this consumer group."),
     (ErrorCode.KAFKA_STORAGE_ERROR, True, "Disk error on the broker."),
     (ErrorCode.SASL_AUTHENTICATION_FAILED, False, "SASL authentication failed."),
     (ErrorCode.REASSIGNMENT_IN_PROGRESS, False, "A partition reassignment is in progress."),

@@ -19,7 +19,7 @@ import concurrent.futures
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from .accumulator import ProducerBatch
@@ -572,6 +572,13 @@ class Engine(Generic[P]):
     async def metrics(self) -> dict[str, float]:
         assert self.producer is not None
         return self.producer.metrics()
+
+    async def transact(self, step: Callable[[Producer], Awaitable[None]]) -> None:
+        """Run a transaction step (begin, commit, abort, offsets) on the loop."""
+        # Records threads handed over before the call belong to the transaction it ends.
+        self.handoff.drain()
+        assert self.producer is not None
+        await step(self.producer)
 
     async def partitions_for(self, topic: str) -> list[int]:
         assert self.producer is not None

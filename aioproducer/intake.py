@@ -191,6 +191,9 @@ class Intake:
         self.cluster = cluster
         #: Whether appends are accepted; the producer sets it while it runs.
         self.accepting = False
+        #: Raises if records may not be sent now (a transactional producer outside a
+        #: transaction); checked by :meth:`record`, :meth:`columns` and on append.
+        self.gate: Callable[[], None] | None = None
         self._acc = acc
         self._wake_sender = wake_sender
         self._sticky = StickyPartitioner(config.batch_size)
@@ -215,6 +218,8 @@ class Intake:
         """Serialize, convert and check one record (not its partition: see
         :meth:`check_partition`); raises ``SerializationError``, ``RecordTooLargeError``
         or ``InvalidArgumentError``."""
+        if self.gate is not None:
+            self.gate()
         # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
         if self._key_serializer is not None and key is not None:
             key = _serialize(self._key_serializer, topic, key, "key")
@@ -286,6 +291,8 @@ class Intake:
         Keys are hashed and a custom partitioner is called here, so in any thread that
         runs it.
         """
+        if self.gate is not None:
+            self.gate()
         values = values if isinstance(values, Sequence) else list(values)
         count = len(values)
         keys = aligned(keys, count, "keys")
@@ -409,6 +416,8 @@ class Intake:
         try:
             if not self.accepting:
                 raise ProducerClosedError("the producer was closed before the record")
+            if self.gate is not None:
+                self.gate()
             if sticky:
                 # partition() for the common case, without its frame.
                 part = self._sticky.partition(topic, info.available, len(info.partitions))
@@ -444,6 +453,8 @@ class Intake:
         try:
             if not self.accepting:
                 raise ProducerClosedError("the producer was closed before the records")
+            if self.gate is not None:
+                self.gate()
             if part is None:
                 part = self._sticky.partition(topic, info.available, count)
             elif part >= count:

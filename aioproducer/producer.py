@@ -2,15 +2,18 @@
 
 Records get into batches through the producer's :class:`~aioproducer.intake.Intake`
 (``intake.py``), which checks them and places them; the producer adds the waiting: for a
-topic's first metadata and for buffer space.
+topic's first metadata and for buffer space. Transactions (``transactional_id``) are
+driven by a :class:`~aioproducer.transactions.TransactionManager` (``transactions.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,13 +31,18 @@ from .errors import (
     MetadataNotReadyError,
     ProducerClosedError,
     ProducerNotStartedError,
+    TransactionFailedError,
+    TransactionStateError,
 )
 from .intake import Headers, Intake, aligned, check_topic, record_timestamp
 from .metrics import Metrics
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .sender import Sender
+from .transactions import TransactionManager
 
 __all__ = ["Headers", "Producer"]
+
+log = logging.getLogger("aioproducer.producer")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = range(4)
 
@@ -68,6 +76,7 @@ class Producer:
             codec=cfg.codec,
             compression_level=cfg.compression_level,
             budget=self._budget,
+            transactional=cfg.transactional_id is not None,
         )
         self._metrics = Metrics()
         self._cluster = Cluster(cfg, authenticator=_authenticator(cfg))
@@ -75,6 +84,11 @@ class Producer:
         #: Package-internal: how records get into this producer's batches. Its checks may
         #: run in any thread; SyncProducer feeds the producer through it (``handoff.py``).
         self.intake = Intake(cfg, self._budget, self._acc, self._cluster, self._sender.wakeup)
+        self._txn: TransactionManager | None = None
+        if cfg.transactional_id is not None:
+            self._txn = TransactionManager(cfg, self._cluster, self._acc, self._sender)
+            self._sender.txn = self._txn
+            self.intake.gate = self._txn.check_send
         self._state = _NEW
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed_event: anyio.Event | None = None
@@ -113,6 +127,13 @@ class Producer:
         self._cluster.request_refresh()
         self._state = _RUNNING
         self.intake.accepting = True
+        if self._txn is not None:
+            try:
+                await self._txn.initialize()
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.close(0)
+                raise
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -141,6 +162,9 @@ class Producer:
             if self._closed_event is not None:
                 await self._closed_event.wait()
             return
+        if self._txn is not None:
+            # As Java does: a transaction left open is aborted, not left to time out.
+            await self._txn.abort_on_close(timeout)
         self._state = _CLOSING
         self.intake.accepting = False
         self._acc.closing = True
@@ -397,6 +421,88 @@ class Producer:
         if scope.cancelled_caught:
             pending = sum(b.record_count for b in batches if not b.done)
             raise KafkaTimeoutError(f"flush timed out after {timeout} s; {pending} records pending")
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _transactions(self, what: str) -> TransactionManager:
+        if self._state != _RUNNING:
+            self._raise_not_running()
+        if self._txn is None:
+            raise TransactionStateError(
+                f"{what}() needs a transactional producer: set transactional_id"
+            )
+        return self._txn
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction: records sent until it is committed or aborted belong to it.
+
+        Needs ``transactional_id``. Raises
+        :class:`~aioproducer.errors.TransactionStateError` if a transaction is already open.
+        """
+        self._transactions("begin_transaction").begin()
+        await anyio.lowlevel.checkpoint()
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it.
+
+        Records become visible to ``read_committed`` consumers together. If any record of
+        the transaction failed, nothing is committed and
+        :class:`~aioproducer.errors.TransactionFailedError` is raised (its ``__cause__`` is
+        the first failure): call :meth:`abort_transaction`. A fatal error
+        (:class:`~aioproducer.errors.ProducerFencedError`, ...) is raised as itself; the
+        producer can then only be closed. If the coordinator cannot be reached within
+        ``max_block_ms``, ``KafkaTimeoutError`` is raised and the call may be repeated.
+        """
+        await self._transactions("commit_transaction").commit()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not yet sent fail with
+        :class:`~aioproducer.errors.TransactionAbortedError`, records in flight are waited
+        for, and none of them become visible to ``read_committed`` consumers. The producer
+        can begin a new transaction afterwards."""
+        await self._transactions("abort_transaction").abort()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[tuple[str, int], int], group_id: str
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (consume-transform-produce).
+
+        ``offsets`` maps ``(topic, partition)`` to the next offset the group ``group_id``
+        should consume. They are committed with the transaction and dropped if it aborts.
+        """
+        await self._transactions("send_offsets_to_transaction").send_offsets(offsets, group_id)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Producer]:
+        """``async with producer.transaction():`` begins a transaction, commits it when the
+        block ends normally and aborts it if the block raises or is cancelled (the
+        exception propagates). The abort runs shielded from cancellation, for at most
+        ``max_block_ms``. If the commit fails with
+        :class:`~aioproducer.errors.TransactionFailedError`, the transaction is aborted
+        and the error raised."""
+        await self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_shielded()
+            raise
+        try:
+            await self.commit_transaction()
+        except TransactionFailedError:
+            await self._abort_shielded()
+            raise
+
+    async def _abort_shielded(self) -> None:
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + self._max_block
+            try:
+                await self.abort_transaction()
+            except Exception as exc:
+                # The block's own exception is the one to report; the transaction times
+                # out on the coordinator if this abort could not reach it.
+                log.warning("aborting the transaction failed: %r", exc)
+        if scope.cancelled_caught:
+            log.warning("aborting the transaction did not finish within max_block_ms")
 
     # -- information -----------------------------------------------------------------------
 

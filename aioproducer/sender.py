@@ -23,6 +23,14 @@ have nothing to compare with. The bump is made here, not by the broker: for a pr
 without a transactional id, InitProducerId always answers with a new id, whatever id
 and epoch it is given, so the Java producer bumps on the client too. A new id is taken
 only when the epoch is exhausted or the broker refuses a batch of the current epoch.
+
+A transactional producer never bumps on its own: its id and epoch come from the
+transaction coordinator (``transactions.py``), and the errors that would make an
+idempotent producer bump make its transaction abortable instead (a refusal of the current
+epoch is a fence, fatal). It drains a batch only when its
+:class:`~aioproducer.transactions.TransactionManager` allows (a partition new to a
+version 1 transaction waits for AddPartitionsToTxn, which this loop sends), and it fails
+the queued batches of a transaction that is aborting or can no longer commit.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -60,6 +68,9 @@ from .protocol.messages import (
 from .protocol.primitives import Writer
 from .protocol.records import restamp_producer_state
 from .protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from .transactions import TransactionManager
 
 __all__ = ["Sender"]
 
@@ -107,6 +118,7 @@ class _ProduceCall:
         "sent_at",
         "timeout_ms",
         "topics",
+        "transactional_id",
     )
 
     def __init__(
@@ -117,6 +129,7 @@ class _ProduceCall:
         batches: list[ProducerBatch],
         offload: int,
         metrics: Metrics,
+        transactional_id: str | None = None,
     ) -> None:
         self.node_id = node_id
         self.metrics = metrics
@@ -126,6 +139,7 @@ class _ProduceCall:
         self.offload = offload
         self.sent_at = 0.0
         self.answered = False
+        self.transactional_id = transactional_id
         self.topics: list[tuple[str, list[tuple[int, bytes]]]] = []
 
     async def prepare(self) -> None:
@@ -148,7 +162,9 @@ class _ProduceCall:
         self.sent_at = time.monotonic()
 
     def encode_body(self, w: Writer, version: int) -> None:
-        ProduceRequest(self.acks, self.timeout_ms, self.topics).encode_body(w, version)
+        ProduceRequest(self.acks, self.timeout_ms, self.topics, self.transactional_id).encode_body(
+            w, version
+        )
 
 
 class Sender:
@@ -166,7 +182,13 @@ class Sender:
         self.producer_epoch = -1
         # _need_bump: renumber under a bumped epoch; _need_new_pid: under a fresh id.
         self._need_bump = False
-        self._need_new_pid = self.idempotent
+        # A transactional producer gets its id from the transaction coordinator instead.
+        self._need_new_pid = self.idempotent and config.transactional_id is None
+        #: The transaction state of a transactional producer (set by the producer), else None.
+        self.txn: TransactionManager | None = None
+        #: Highest version to send per API (a version 1 transactional producer stays below
+        #: the Produce version that means transaction version 2). Set by ``txn``.
+        self.version_caps: dict[ApiKey, int] = {}
         self._fatal: BaseException | None = None
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._inbox: collections.deque[tuple[_ProduceCall, Any, BaseException | None]] = (
@@ -197,7 +219,24 @@ class Sender:
     @property
     def fatal_error(self) -> BaseException | None:
         """An error that stops this producer from sending anything (e.g. not authorized)."""
-        return self._fatal or self.cluster.fatal_error
+        fatal = self._fatal or self.cluster.fatal_error
+        if fatal is None and self.txn is not None:
+            fatal = self.txn.fatal
+        return fatal
+
+    def adopt_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """Continue under ``producer_id``/``producer_epoch`` (from the transaction
+        coordinator), numbering every partition's batches from zero again.
+
+        Called only when nothing is in flight (between transactions).
+        """
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self._need_bump = False
+        self._need_new_pid = False
+        self._partitions.clear()
+        for batch in self.acc.queued_batches():
+            batch.sequence = -1
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -218,8 +257,17 @@ class Sender:
             fatal = self.fatal_error
             if fatal is not None:
                 self._fail_all_queued(fatal)
+            txn = self.txn
+            if txn is not None:
+                discard = txn.discard_error()
+                if discard is not None:
+                    self._fail_all_queued(discard)
             self._expire(now)
             delay = self._send_ready(now)
+            if txn is not None and txn.has_pending_partitions():
+                # Batches of partitions new to the transaction wait for this.
+                await txn.add_partitions()
+                continue
             delay = min(delay, self.acc.next_deadline() - now)
             if self._inbox:
                 continue
@@ -303,6 +351,8 @@ class Sender:
     def _sendable(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
         if (self._need_new_pid or self._need_bump) and self.idempotent:
             return False
+        if self.txn is not None and not self.txn.may_send(tp):
+            return False
         if self.idempotent:
             state = self._partitions.get(tp)
             # A retried batch goes alone: nothing after it may overtake it. So does the
@@ -378,6 +428,9 @@ class Sender:
             size += batch_size
         if not batches:
             return False
+        if self.txn is not None:
+            # The broker may now hold records of the transaction: it must end with EndTxn.
+            self.txn.started = True
         call = _ProduceCall(
             node_id,
             self.config.acks_value,
@@ -385,12 +438,15 @@ class Sender:
             batches,
             self.config.compression_offload_bytes,
             self.metrics,
+            self.config.transactional_id,
         )
         self._in_flight_calls += 1
         self.metrics.requests_sent += 1
+        version = conn.versions[ApiKey.PRODUCE]
+        cap = self.version_caps.get(ApiKey.PRODUCE)
         conn.submit(
             call,
-            conn.versions[ApiKey.PRODUCE],
+            version if cap is None else min(version, cap),
             lambda response, error: self._on_response(call, response, error),
             expect_response=self.config.acks_value != 0,
         )
@@ -485,7 +541,7 @@ class Sender:
             self.metrics.batches_split += 1
             self.acc.split(batch, max(1024, batch.builder.size_in_bytes // 2), now)
             if self.idempotent and batch.sequence >= 0:
-                self._need_bump = True
+                self._sequence_lost(error_for_code(code, message))
             return
         if self.idempotent and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             state = self._partitions.get(tp)
@@ -496,13 +552,11 @@ class Sender:
             # Either the broker refuses the very next sequence, or it already holds later
             # ones (it took a later batch first): this sequence can never be accepted, so
             # renumber under a bumped epoch rather than retry it forever.
-            self._need_bump = True
-            self._retry_or_fail(batch, error_for_code(code, message), now)
+            self._sequence_lost_retry(batch, error_for_code(code, message), now)
             return
         if self.idempotent and code == ErrorCode.UNKNOWN_PRODUCER_ID:
             # The broker lost our state (e.g. the log was truncated): start over at 0.
-            self._need_bump = True
-            self._retry_or_fail(batch, error_for_code(code, message), now)
+            self._sequence_lost_retry(batch, error_for_code(code, message), now)
             return
         if self.idempotent and code in (
             ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -518,6 +572,10 @@ class Sender:
                 self._fail(batch, error_for_code(code, message))
                 return
             # The broker refuses our current epoch: it knows a later one for this id.
+            if self.txn is not None:
+                # For a transactional id that is a newer producer holding it: fatal.
+                self._fail(batch, self.txn.fenced(error_for_code(code, message)))
+                return
             self._need_new_pid = True
             self._retry_or_fail(batch, error_for_code(code, message), now)
             return
@@ -544,9 +602,26 @@ class Sender:
             # The broker's sequence chain now has a hole, and the batch may still be
             # written by a broker that holds it: renumber what follows under a new epoch,
             # which also fences it.
-            self._need_bump = True
+            self._sequence_lost(exc)
         self.metrics.records_failed += batch.record_count
         self.acc.fail_batch(batch, exc)
+
+    def _sequence_lost(self, exc: BaseException) -> None:
+        """The broker's sequence state and ours disagree: an idempotent producer bumps its
+        epoch; a transactional one lets the coordinator do it after an abort."""
+        if self.txn is not None:
+            self.txn.batch_failed(exc)
+        else:
+            self._need_bump = True
+
+    def _sequence_lost_retry(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
+        if self.txn is not None:
+            # No bump until the transaction is aborted: retrying under this epoch cannot
+            # succeed, and the transaction cannot commit anyway.
+            self._fail(batch, exc)
+            return
+        self._need_bump = True
+        self._retry_or_fail(batch, exc, now)
 
     def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
         if now >= batch.deadline:

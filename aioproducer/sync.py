@@ -17,14 +17,15 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from .config import ProducerConfig
-from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError
+from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError, TransactionFailedError
 from .handoff import RUNNING, BulkEnd, Engine, Handoff, Pending, Tally
 from .intake import Headers, PreparedRecord, aligned, check_topic, record_timestamp
+from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner, default_runner
 
@@ -463,6 +464,56 @@ class SyncProducer:
             return  # nothing was sent here, or close() already delivered everything
         engine = self._get_engine()
         engine.runner.call(engine.flush, timeout)
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def _transact(self, step: Callable[[Producer], Awaitable[None]]) -> None:
+        engine = self._get_engine()
+        engine.runner.call(engine.transact, step)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (see :meth:`aioproducer.Producer.begin_transaction`)."""
+        self._transact(Producer.begin_transaction)
+
+    def commit_transaction(self) -> None:
+        """Deliver every record sent in the transaction (from any thread, before this call),
+        then commit it (see :meth:`aioproducer.Producer.commit_transaction`)."""
+        self._transact(Producer.commit_transaction)
+
+    def abort_transaction(self) -> None:
+        """Abort the transaction (see :meth:`aioproducer.Producer.abort_transaction`)."""
+        self._transact(Producer.abort_transaction)
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[tuple[str, int], int], group_id: str
+    ) -> None:
+        """Commit consumer offsets with the transaction (see
+        :meth:`aioproducer.Producer.send_offsets_to_transaction`)."""
+        self._transact(lambda producer: producer.send_offsets_to_transaction(offsets, group_id))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[SyncProducer]:
+        """``with producer.transaction():`` begins a transaction, commits it when the block
+        ends normally and aborts it if the block raises (the exception propagates), as
+        :meth:`aioproducer.Producer.transaction` does."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            self._abort_quietly()
+            raise
+        try:
+            self.commit_transaction()
+        except TransactionFailedError:
+            self._abort_quietly()
+            raise
+
+    def _abort_quietly(self) -> None:
+        try:
+            self.abort_transaction()
+        except Exception as exc:
+            # The block's own exception is the one to report.
+            log.warning("aborting the transaction failed: %r", exc)
 
     # -- information ----------------------------------------------------------------------
 

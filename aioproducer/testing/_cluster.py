@@ -106,6 +106,10 @@ class KafkaCluster:
     them, and on Linux the kernel kills them if the Python process dies (see
     :mod:`aioproducer.testing._proc` for other systems).
 
+    Feature levels: ``features`` finalizes features when the storage is formatted, e.g.
+    ``features={"transaction.version": 1}`` for a cluster that speaks transaction version 1
+    (``StorageTool format --feature``); unset features get the release's defaults.
+
     Secured listeners: ``listeners`` adds client listeners next to the PLAINTEXT one, each on
     its own port (:meth:`bootstrap_servers_for` gives their addresses). TLS listeners use the
     ``tls`` identity (see :class:`BrokerTLS`); SASL listeners accept ``sasl_users`` (name to
@@ -142,6 +146,7 @@ class KafkaCluster:
         listeners: Sequence[Listener] = (),
         tls: BrokerTLS | None = None,
         sasl_users: Mapping[str, str] | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, not {nodes}")
@@ -160,6 +165,7 @@ class KafkaCluster:
             raise ValueError(
                 f"broker_config may not set {', '.join(managed)}: KafkaCluster manages them"
             )
+        self._features = {str(k): int(v) for k, v in (features or {}).items()}
         self._size = nodes
         self._version = version
         self._cache_dir = cache_dir
@@ -593,6 +599,7 @@ class KafkaCluster:
                 "--config",
                 str(node.config_path),
                 *scram,
+                *(f"--feature={name}={level}" for name, level in sorted(self._features.items())),
             )
 
         format_storage(list(self._nodes.values()), command, self._startup_timeout)

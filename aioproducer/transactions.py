@@ -1,0 +1,705 @@
+"""Transactions: the state machine of a producer with a ``transactional_id``.
+
+Everything that decides what a transactional producer may do next lives here; the sender
+asks (:meth:`TransactionManager.may_send`) and reports (:meth:`TransactionManager.batch_failed`,
+:meth:`TransactionManager.fenced`), the producer's public methods call in. It follows the
+Java producer's ``TransactionManager``::
+
+    UNINITIALIZED --start()--> INITIALIZING --InitProducerId--> READY
+    READY --begin_transaction()--> IN_TRANSACTION
+    IN_TRANSACTION --commit_transaction()--> COMMITTING --EndTxn(commit)--> READY
+    IN_TRANSACTION --abort_transaction()--> ABORTING --EndTxn(abort)--> READY
+    IN_TRANSACTION / COMMITTING --abortable error--> ABORTABLE_ERROR
+    ABORTABLE_ERROR --abort_transaction()--> ABORTING --> READY
+    any state --fatal error--> FATAL_ERROR   (the producer can only be closed)
+
+``start()`` runs InitProducerId with the transactional id at its transaction coordinator
+(found with FindCoordinator, key type 1). That bumps the epoch of the id, which fences any
+older producer with the same id and makes the coordinator abort a transaction it left open.
+
+``send()`` outside a transaction raises :class:`~aioproducer.errors.TransactionStateError`
+at once, as Java's ``send()`` throws ``IllegalStateException``; in ABORTABLE_ERROR it raises
+:class:`~aioproducer.errors.TransactionFailedError`, in FATAL_ERROR the fatal error.
+
+Abortable errors (the application aborts and carries on with a new transaction): a batch of
+the transaction failed for any reason that is not a fence (delivery timeout, a sequence
+error such as OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID, TRANSACTION_ABORTABLE,
+topic authorization, a non-retriable broker error), AddPartitionsToTxn or TxnOffsetCommit
+failing likewise. Records still unsent then fail too (their transaction cannot commit), the
+commit raises ``TransactionFailedError``, and the abort works. Unlike a plain idempotent
+producer, a transactional one never bumps its epoch on its own (KIP-360 client bump): the
+coordinator does, through InitProducerId with the current id and epoch after the abort
+(transaction version 1), or at every EndTxn (version 2, KIP-890).
+
+Fatal errors (the producer can only be closed): ``ProducerFencedError`` (a newer producer
+took the id; INVALID_PRODUCER_EPOCH for the current epoch means the same and is reported
+as a fence), ``TransactionalIdAuthorizationFailedError``, ``ClusterAuthorizationFailedError``,
+INVALID_TXN_STATE and INVALID_PRODUCER_ID_MAPPING from the coordinator, an EndTxn error the
+client does not know. Every operation after one raises it again.
+
+A commit first flushes: it waits until every record sent in the transaction has its
+outcome (batches leave without lingering), and only if all of them were written does it
+send EndTxn(commit). An abort fails the records not yet sent with
+:class:`~aioproducer.errors.TransactionAbortedError`, waits for the ones in flight, then
+sends EndTxn(abort). An empty transaction sends nothing to the coordinator.
+
+Coordinator requests retry until ``max_block_ms``: NOT_COORDINATOR and
+COORDINATOR_NOT_AVAILABLE (the coordinator moved) and a lost connection lead to a fresh
+FindCoordinator; COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the previous
+transaction's markers are still being written) are retried after a short backoff. If the
+time runs out, a commit or abort raises ``KafkaTimeoutError`` and may be called again to
+resume.
+
+Transaction versions: a broker whose ApiVersions response finalizes ``transaction.version``
+at 2 or more gets version 2 (KIP-890): no AddPartitionsToTxn (Produce v12 carries the
+transactional id and adds partitions implicitly), no AddOffsetsToTxn (TxnOffsetCommit v5
+adds the offsets partition), and EndTxn v5 returns the bumped epoch the producer continues
+with. Otherwise version 1: each partition new to the transaction is added with
+AddPartitionsToTxn before the sender drains a batch for it (all new partitions in one
+request), and Produce, EndTxn and TxnOffsetCommit stay below the versions that mean
+version 2 (11, 4 and 4).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .accumulator import Accumulator, TopicPartition
+from .cluster import Cluster, backoff
+from .config import ProducerConfig
+from .connection import BrokerConnection
+from .errors import (
+    BrokerResponseError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+    TransactionAbortedError,
+    TransactionFailedError,
+    TransactionStateError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from .errors import ConnectionError as KafkaConnectionError
+from .protocol.error_codes import ErrorCode
+from .protocol.messages import (
+    KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    InitProducerIdRequest,
+    TxnOffsetCommitPartition,
+    TxnOffsetCommitRequest,
+)
+from .protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from .sender import Sender
+
+__all__ = ["TransactionManager", "TransactionState"]
+
+log = logging.getLogger("aioproducer.transactions")
+
+# The coordinator moved (or is not there yet): find it again.
+_LOOKUP_AGAIN = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+# Wait a moment and ask the same coordinator again.
+_RETRY_SAME = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+    }
+)
+# After these the producer can only be closed.
+_FATAL = frozenset(
+    {
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+    }
+)
+# CONCURRENT_TRANSACTIONS clears within milliseconds (the markers of the previous
+# transaction are being written): Java retries AddPartitionsToTxn after 20 ms.
+_SHORT_BACKOFF = 0.02
+# Produce, EndTxn and TxnOffsetCommit versions that tell the broker the client speaks
+# transaction version 2; a version 1 client stays below them.
+_TV1_CAPS: Mapping[ApiKey, int] = {
+    ApiKey.PRODUCE: 11,
+    ApiKey.END_TXN: 4,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
+}
+
+
+class TransactionState(enum.Enum):
+    """Where a transactional producer stands (see the module docstring)."""
+
+    UNINITIALIZED = "uninitialized"
+    INITIALIZING = "initializing"
+    READY = "ready"
+    IN_TRANSACTION = "in transaction"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    ABORTABLE_ERROR = "abortable error"
+    FATAL_ERROR = "fatal error"
+
+
+_SENDING = (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING)
+
+
+class TransactionManager:
+    """The transaction state of one producer, and its requests to the coordinators.
+
+    State is read from any thread (``check_send`` runs in the caller's), written only on
+    the producer's loop: by the transactional calls (one at a time) and by the sender.
+    """
+
+    def __init__(
+        self, config: ProducerConfig, cluster: Cluster, acc: Accumulator, sender: Sender
+    ) -> None:
+        assert config.transactional_id is not None
+        self.transactional_id: str = config.transactional_id
+        self.config = config
+        self.cluster = cluster
+        self._acc = acc
+        self._sender = sender
+        #: Written by the transactional calls and the sender's reports.
+        self.state = TransactionState.UNINITIALIZED
+        #: Transaction version 2 (KIP-890); decided by :meth:`initialize`.
+        self.tv2 = False
+        #: Whether the coordinator may know of the current transaction (a partition or the
+        #: offsets were added, or, under version 2, a batch was drained): then it must end
+        #: with EndTxn. Set by the sender and the offset calls, cleared when it ends.
+        self.started = False
+        # Partitions in the current transaction / waiting for AddPartitionsToTxn (v1).
+        self._added: set[TopicPartition] = set()
+        self._pending: set[TopicPartition] = set()
+        # The error that made the transaction abortable, or the fatal one.
+        self._last_error: BaseException | None = None
+        self.fatal: BaseException | None = None
+        # A sequenced batch failed: under version 1 the epoch must be bumped by the
+        # coordinator after the abort, since the broker's sequence chain has a hole.
+        self._bump_needed = False
+        # EndTxn(commit) was sent: from then on the transaction can only be committed.
+        self._commit_sent = False
+        # Coordinator node id per (key type, key).
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._lock: anyio.Lock | None = None
+        self._max_block = config.max_block_ms / 1000
+        self._retry_min = config.retry_backoff_ms / 1000
+        self._retry_max = config.retry_backoff_max_ms / 1000
+
+    # -- questions (any thread / the sender) ------------------------------------------------
+
+    def check_send(self) -> None:
+        """Raise unless records may be sent now (in a transaction, no error)."""
+        state = self.state
+        if state is TransactionState.IN_TRANSACTION:
+            return
+        if state is TransactionState.FATAL_ERROR:
+            raise self._fatal_again()
+        if state is TransactionState.ABORTABLE_ERROR:
+            raise self._failed("send")
+        if state is TransactionState.READY:
+            raise TransactionStateError(
+                "send() on a transactional producer outside a transaction: call "
+                "begin_transaction() (or use 'async with producer.transaction()') first"
+            )
+        raise TransactionStateError(f"cannot send while the transaction is {state.value}")
+
+    def may_send(self, tp: TopicPartition) -> bool:
+        """The sender's gate: whether a batch of ``tp`` may be drained now.
+
+        A partition new to a version 1 transaction is noted for AddPartitionsToTxn and
+        waits until the coordinator has added it.
+        """
+        if self.state not in _SENDING:
+            return False
+        if self.tv2 or tp in self._added:
+            return True
+        self._pending.add(tp)
+        return False
+
+    def has_pending_partitions(self) -> bool:
+        """Whether partitions wait for AddPartitionsToTxn (the sender then calls
+        :meth:`add_partitions`)."""
+        return bool(self._pending) and self.state in _SENDING
+
+    def discard_error(self) -> BaseException | None:
+        """The error for queued batches that must not be sent any more (the transaction
+        is aborting or can no longer commit), or None."""
+        state = self.state
+        if state is TransactionState.ABORTING:
+            return TransactionAbortedError("the transaction was aborted")
+        if state is TransactionState.ABORTABLE_ERROR:
+            err = TransactionAbortedError(
+                f"the transaction can no longer commit because of an earlier error: "
+                f"{self._last_error}"
+            )
+            err.__cause__ = self._last_error
+            return err
+        return None
+
+    # -- reports from the sender -------------------------------------------------------------
+
+    def batch_failed(self, exc: BaseException) -> None:
+        """A batch of the transaction failed: the transaction can no longer commit."""
+        self._bump_needed = True
+        if self.state in _SENDING:
+            log.debug("transaction %r is abortable: %s", self.transactional_id, exc)
+            self._last_error = exc
+            self.state = TransactionState.ABORTABLE_ERROR
+            self._sender.wakeup()
+
+    def fenced(self, exc: BaseException) -> BaseException:
+        """A fatal error (a fence, lost authorization): returns the error to report."""
+        if isinstance(exc, BrokerResponseError) and exc.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+            fence = ProducerFencedError(
+                f"transactional id {self.transactional_id!r}: the broker refuses the "
+                f"producer's current epoch ({exc})"
+            )
+            fence.__cause__ = exc
+            exc = fence
+        if self.state is not TransactionState.FATAL_ERROR:
+            log.warning("transactional producer %r: %s", self.transactional_id, exc)
+            self.fatal = exc
+            self.state = TransactionState.FATAL_ERROR
+            self._sender.wakeup()
+        return exc
+
+    # -- the transactional calls (the producer's loop) -----------------------------------------
+
+    async def initialize(self) -> None:
+        """Get the producer id and epoch of the transactional id (fencing older holders)."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        self.state = TransactionState.INITIALIZING
+        deadline = time.monotonic() + self._max_block
+        try:
+            conn = await self._connection_with_retries(
+                KEY_TYPE_TRANSACTION, self.transactional_id, deadline
+            )
+            self.tv2 = _speaks_tv2(conn)
+            caps = {} if self.tv2 else _TV1_CAPS
+            self._sender.version_caps = dict(caps)
+            await self._init_producer_id(-1, -1, deadline)
+        except BaseException as exc:
+            if isinstance(exc, BrokerResponseError) and exc.code in _FATAL:
+                self.fenced(exc)
+            else:
+                self.state = TransactionState.UNINITIALIZED
+            raise
+        log.debug(
+            "transactional producer %r: producer id %s epoch %s, transaction version %d",
+            self.transactional_id,
+            self._sender.producer_id,
+            self._sender.producer_epoch,
+            2 if self.tv2 else 1,
+        )
+        self.state = TransactionState.READY
+
+    def begin(self) -> None:
+        """Start a transaction (local only: the coordinator learns of it with its first
+        partition)."""
+        state = self.state
+        if state is TransactionState.READY:
+            self.state = TransactionState.IN_TRANSACTION
+            return
+        if state is TransactionState.FATAL_ERROR:
+            raise self._fatal_again()
+        if state is TransactionState.ABORTABLE_ERROR:
+            raise self._failed("begin_transaction")
+        if state in (TransactionState.UNINITIALIZED, TransactionState.INITIALIZING):
+            raise TransactionStateError("the producer is not started")
+        raise TransactionStateError(f"cannot begin a transaction while one is {state.value}")
+
+    async def commit(self) -> None:
+        """Flush the transaction's records, then commit it (see the module docstring)."""
+        state = self.state
+        if state is TransactionState.FATAL_ERROR:
+            raise self._fatal_again()
+        if state is TransactionState.ABORTABLE_ERROR:
+            raise self._failed("commit_transaction")
+        if state is TransactionState.IN_TRANSACTION:
+            self.state = TransactionState.COMMITTING
+            self._commit_sent = False
+        elif state is not TransactionState.COMMITTING:
+            raise TransactionStateError(f"no transaction to commit (the producer is {state.value})")
+        await self._settle_batches(flush=True)
+        if self.state is not TransactionState.COMMITTING:
+            # A batch failed (or the producer was fenced) while flushing.
+            if self.state is TransactionState.FATAL_ERROR:
+                raise self._fatal_again()
+            raise self._failed("commit_transaction")
+        if self.started:
+            self._commit_sent = True
+            await self._end_transaction(commit=True)
+        self._finish()
+
+    async def abort(self) -> None:
+        """Discard the transaction's unsent records, wait for those in flight, abort it."""
+        state = self.state
+        if state is TransactionState.FATAL_ERROR:
+            raise self._fatal_again()
+        if state in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR) or (
+            state is TransactionState.COMMITTING and not self._commit_sent
+        ):
+            self.state = TransactionState.ABORTING
+            self._sender.wakeup()
+        elif state is not TransactionState.ABORTING:
+            raise TransactionStateError(f"no transaction to abort (the producer is {state.value})")
+        await self._settle_batches(flush=False)
+        if self.state is TransactionState.FATAL_ERROR:
+            raise self._fatal_again()
+        deadline = time.monotonic() + self._max_block
+        if self.started:
+            await self._end_transaction(commit=False)
+        if self._bump_needed and not self.tv2:
+            # A batch's sequence was lost: the next transaction starts under an epoch
+            # bumped by the coordinator (KIP-360), with sequences from zero.
+            sender = self._sender
+            await self._guarded(
+                self._init_producer_id(sender.producer_id, sender.producer_epoch, deadline)
+            )
+        self._finish()
+
+    async def send_offsets(self, offsets: Mapping[tuple[str, int], int], group_id: str) -> None:
+        """Add consumer offsets to the transaction: committed with it, dropped on abort."""
+        if not isinstance(group_id, str) or not group_id:
+            raise TransactionStateError(f"group_id must be a non-empty str, got {group_id!r}")
+        self.check_send()
+        by_topic: dict[str, list[TxnOffsetCommitPartition]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(TxnOffsetCommitPartition(partition, offset))
+        if not by_topic:
+            return
+        sender = self._sender
+        deadline = time.monotonic() + self._max_block
+        try:
+            if not self.tv2:
+                self.started = True
+                await self._call(
+                    KEY_TYPE_TRANSACTION,
+                    self.transactional_id,
+                    lambda: AddOffsetsToTxnRequest(
+                        self.transactional_id, sender.producer_id, sender.producer_epoch, group_id
+                    ),
+                    deadline,
+                )
+            self.started = True
+            await self._call(
+                KEY_TYPE_GROUP,
+                group_id,
+                lambda: TxnOffsetCommitRequest(
+                    self.transactional_id,
+                    group_id,
+                    sender.producer_id,
+                    sender.producer_epoch,
+                    list(by_topic.items()),
+                ),
+                deadline,
+            )
+        except BrokerResponseError as exc:
+            if exc.code in _FATAL:
+                raise self.fenced(exc) from None
+            self.batch_failed(exc)
+            raise
+
+    async def abort_on_close(self, timeout: float | None) -> None:
+        """Abort a transaction left open when the producer closes (as Java does)."""
+        if self.state not in (
+            TransactionState.IN_TRANSACTION,
+            TransactionState.ABORTABLE_ERROR,
+            TransactionState.ABORTING,
+        ):
+            return
+        log.info(
+            "aborting the open transaction of %r: the producer is closing", self.transactional_id
+        )
+        with anyio.move_on_after(self._max_block if timeout is None else max(0.0, timeout)):
+            try:
+                await self.abort()
+            except KafkaError as exc:
+                log.warning("aborting the open transaction on close failed: %s", exc)
+
+    # -- sender step: AddPartitionsToTxn ------------------------------------------------------
+
+    async def add_partitions(self) -> None:
+        """Add the pending partitions to the transaction (all in one request)."""
+        tps = sorted(self._pending)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in tps:
+            by_topic.setdefault(topic, []).append(partition)
+        sender = self._sender
+        # The coordinator may add them even if the answer is lost: from here the
+        # transaction must end with EndTxn.
+        self.started = True
+        deadline = min(time.monotonic() + self._max_block, self._acc.next_deadline())
+        try:
+            await self._call(
+                KEY_TYPE_TRANSACTION,
+                self.transactional_id,
+                lambda: AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id=self.transactional_id,
+                    v3_and_below_producer_id=sender.producer_id,
+                    v3_and_below_producer_epoch=sender.producer_epoch,
+                    v3_and_below_topics=list(by_topic.items()),
+                ),
+                deadline,
+            )
+        except BrokerResponseError as exc:
+            if exc.code in _FATAL:
+                self.fenced(exc)
+            else:
+                self.batch_failed(exc)
+            return
+        except KafkaTimeoutError as exc:
+            self.batch_failed(exc)
+            return
+        self._added.update(tps)
+        self._pending.difference_update(tps)
+        log.debug("added %d partition(s) to transaction %r", len(tps), self.transactional_id)
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        self.state = TransactionState.READY
+        self.started = False
+        self._added.clear()
+        self._pending.clear()
+        self._last_error = None
+        self._bump_needed = False
+        self._commit_sent = False
+
+    def _fatal_again(self) -> BaseException:
+        """A fresh instance of the fatal error (raising one object again and again would
+        pile up its traceback)."""
+        fatal = self.fatal
+        assert fatal is not None
+        try:
+            if isinstance(fatal, BrokerResponseError):
+                again: BaseException = type(fatal)(fatal.message)
+            else:
+                again = type(fatal)(*fatal.args)
+        except Exception:
+            return fatal
+        again.__cause__ = fatal
+        return again
+
+    def _failed(self, what: str) -> TransactionFailedError:
+        err = TransactionFailedError(
+            f"{what}: the transaction can no longer commit ({self._last_error}); "
+            "call abort_transaction() and start a new one"
+        )
+        err.__cause__ = self._last_error
+        return err
+
+    async def _settle_batches(self, *, flush: bool) -> None:
+        """Wait until every batch has its outcome (aborting: the sender discards the
+        queued ones; committing: they leave without lingering)."""
+        acc = self._acc
+        if flush:
+            acc.flushing += 1
+        self._sender.wakeup()
+        try:
+            while acc.incomplete:
+                batch = next(iter(acc.incomplete))
+                await batch.wait()
+        finally:
+            if flush:
+                acc.flushing -= 1
+
+    async def _guarded(self, work: Awaitable[Any]) -> Any:
+        """Run a coordinator call; a fatal answer moves the producer to FATAL_ERROR."""
+        try:
+            return await work
+        except BrokerResponseError as exc:
+            if exc.code in _FATAL:
+                raise self.fenced(exc) from None
+            raise
+
+    async def _end_transaction(self, *, commit: bool) -> None:
+        sender = self._sender
+        deadline = time.monotonic() + self._max_block
+        try:
+            response = await self._call(
+                KEY_TYPE_TRANSACTION,
+                self.transactional_id,
+                lambda: EndTxnRequest(
+                    self.transactional_id, sender.producer_id, sender.producer_epoch, commit
+                ),
+                deadline,
+            )
+        except BrokerResponseError as exc:
+            if exc.code == ErrorCode.TRANSACTION_ABORTABLE and commit:
+                self._commit_sent = False
+                self.batch_failed(exc)
+                raise self._failed("commit_transaction") from None
+            # Any other answer the client does not expect leaves the transaction's fate
+            # unknown to it: Java treats those as fatal too.
+            raise self.fenced(exc) from None
+        if self.tv2 and response.producer_id >= 0:
+            sender.adopt_producer(response.producer_id, response.producer_epoch)
+
+    async def _init_producer_id(self, producer_id: int, epoch: int, deadline: float) -> None:
+        response = await self._call(
+            KEY_TYPE_TRANSACTION,
+            self.transactional_id,
+            lambda: InitProducerIdRequest(
+                self.transactional_id,
+                self.config.transaction_timeout_ms,
+                producer_id,
+                epoch,
+            ),
+            deadline,
+        )
+        self._sender.adopt_producer(response.producer_id, response.producer_epoch)
+
+    async def _call(self, key_type: int, key: str, make: Callable[[], Any], deadline: float) -> Any:
+        """Send ``make()`` to the coordinator of ``key`` until it succeeds, retrying what
+        the coordinator asks to retry until ``deadline``; raises the typed error else."""
+        assert self._lock is not None
+        attempts = 0
+        async with self._lock:
+            while True:
+                attempts += 1
+                delay = backoff(attempts, self._retry_min, self._retry_max)
+                request = make()
+                try:
+                    conn = await self._coordinator(key_type, key)
+                    version = _version(conn, request.API_KEY, self.tv2)
+                    response = await conn.request(request, version)
+                    code = _first_error(response)
+                    if code == ErrorCode.NONE:
+                        return response
+                    error: KafkaError = error_for_code(code, f"{type(request).__name__}")
+                except KafkaError as exc:
+                    error = exc
+                    code = exc.code if isinstance(exc, BrokerResponseError) else -2
+                    if isinstance(exc, KafkaConnectionError):
+                        code = ErrorCode.NOT_COORDINATOR
+                if code in _LOOKUP_AGAIN:
+                    self._coordinators.pop((key_type, key), None)
+                elif code == ErrorCode.CONCURRENT_TRANSACTIONS:
+                    delay = _SHORT_BACKOFF
+                elif code not in _RETRY_SAME and not error.retriable:
+                    raise error
+                log.debug(
+                    "%s to the coordinator of %r: %s, retrying", type(request).__name__, key, error
+                )
+                if time.monotonic() + delay > deadline:
+                    raise KafkaTimeoutError(
+                        f"{type(request).__name__} for {key!r} did not succeed within "
+                        f"max_block_ms ({self.config.max_block_ms} ms): {error}"
+                    ) from error
+                await anyio.sleep(delay)
+
+    async def _coordinator(self, key_type: int, key: str) -> BrokerConnection:
+        node_id = self._coordinators.get((key_type, key))
+        if node_id is None:
+            node_id = await self._find_coordinator(key_type, key)
+            self._coordinators[(key_type, key)] = node_id
+        try:
+            return await self.cluster.connect(node_id)
+        except KafkaError:
+            self._coordinators.pop((key_type, key), None)
+            raise
+
+    async def _find_coordinator(self, key_type: int, key: str) -> int:
+        last: BaseException | None = None
+        for candidate in self.cluster.least_loaded_candidates():
+            try:
+                conn = await self.cluster.connect(candidate)
+            except KafkaError as exc:
+                last = exc
+                continue
+            version = conn.versions.get(ApiKey.FIND_COORDINATOR)
+            if version is None:
+                raise UnsupportedVersionError("the broker does not support FindCoordinator")
+            if version >= 4:
+                request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+            else:
+                request = FindCoordinatorRequest(key=key, key_type=key_type)
+            response: FindCoordinatorResponse = await conn.request(request, version)
+            if response.coordinators:
+                found = response.coordinators[0]
+                code, node_id, host, port = found.error_code, found.node_id, found.host, found.port
+            else:
+                code, node_id = response.error_code, response.node_id
+                host, port = response.host, response.port
+            if code:
+                raise error_for_code(code, f"FindCoordinator for {key!r}")
+            self.cluster.remember_address(node_id, host, port)
+            return node_id
+        raise last or KafkaConnectionError("no broker reachable to find a coordinator")
+
+    async def _connection_with_retries(
+        self, key_type: int, key: str, deadline: float
+    ) -> BrokerConnection:
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return await self._coordinator(key_type, key)
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    if exc.retriable:
+                        raise KafkaTimeoutError(
+                            f"no transaction coordinator found for {key!r} within "
+                            f"max_block_ms ({self.config.max_block_ms} ms): {exc}"
+                        ) from exc
+                    raise
+                log.debug("finding the coordinator of %r: %s, retrying", key, exc)
+                await anyio.sleep(backoff(attempts, self._retry_min, self._retry_max))
+
+
+def _speaks_tv2(conn: BrokerConnection) -> bool:
+    level = conn.finalized_features.get("transaction.version", (0, 0))[1]
+    versions = conn.versions
+    return (
+        level >= 2
+        and versions.get(ApiKey.PRODUCE, 0) >= 12
+        and versions.get(ApiKey.END_TXN, 0) >= 5
+    )
+
+
+def _version(conn: BrokerConnection, api: ApiKey, tv2: bool) -> int:
+    version = conn.versions.get(api)
+    if version is None:
+        raise UnsupportedVersionError(f"the broker does not support {api.name}")
+    if not tv2:
+        version = min(version, _TV1_CAPS.get(api, version))
+    return version
+
+
+def _first_error(response: Any) -> int:
+    """The error of a coordinator response: its own code, or its first partition's."""
+    code = getattr(response, "error_code", 0)
+    if code:
+        return int(code)
+    topics = getattr(response, "results_by_topic_v3_and_below", None)
+    if topics is None:
+        topics = getattr(response, "topics", None)
+    if topics:
+        worst = 0
+        for _name, partitions in topics:
+            for _index, part_code in partitions:
+                if part_code and (worst == 0 or worst == ErrorCode.OPERATION_NOT_ATTEMPTED):
+                    worst = part_code
+        return worst
+    return 0
