@@ -97,7 +97,7 @@ class Producer:
     def __del__(self, _warn: Any = warnings.warn) -> None:
         # A producer dropped while running takes its buffered records with it, silently
         # unless we say so: the records never reach Kafka and their handles never settle.
-        if self._state == _RUNNING:
+        if getattr(self, "_state", None) == _RUNNING:  # __init__ may have raised
             pending = sum(batch.record_count for batch in self._acc.incomplete)
             _warn(
                 f"{self!r} was never closed: {pending} record(s) not delivered yet may "
