@@ -122,7 +122,10 @@ class Handoff(Generic[P]):
         self.cluster = intake.cluster
         self.budget: MemoryBudget = intake.budget
         self.limit = intake.budget.limit
-        self.cond = threading.Condition(threading.Lock())
+        # The hot paths take ``lock`` itself: entering the Condition costs a Python-level
+        # call per record; waits and notifications go through ``cond`` on the same lock.
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
         #: Whether records are accepted (threads); close() ends it.
         self.open = True
         self.pending = Pending()
@@ -154,7 +157,7 @@ class Handoff(Generic[P]):
         if record[5] is not None:
             self.intake.check_partition(topic, record[5], info)
         need = record[6]
-        with self.cond:
+        with self.lock:
             if not self.open:
                 raise ProducerClosedError("the producer is closed")
             pending = self.pending
@@ -330,7 +333,7 @@ class Handoff(Generic[P]):
         self.pump(_SLICE)
 
     def _take_pending(self) -> None:
-        with self.cond:
+        with self.lock:
             pending = self.pending
             self.wake_scheduled = False
             if not pending.entries:
