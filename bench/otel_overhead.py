@@ -7,7 +7,9 @@ process only: the broker is another) from the first ``send()`` to the last
 acknowledgement, divided by the record count. Modes:
 
 * ``off``: no instrumentation (the producer's hook attribute is None);
-* ``metrics``: an SDK ``MeterProvider`` only (metrics are per batch and per request);
+* ``metrics``: an SDK ``MeterProvider`` and no SDK tracer provider: spans are still made,
+  by the default no-op tracer (non-recording), and their context injected; metrics are
+  per batch and per request;
 * ``traces``: an SDK ``TracerProvider`` whose spans go to a ``BatchSpanProcessor`` with
   an exporter that drops them, plus the meter;
 
