@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .accumulator import ProducerBatch
     from .producer import Producer
     from .results import BulkDelivery, DeliveryHandle
+    from .sync import DeliveryFuture, SyncProducer
 
 __all__ = [
     "AioproducerInstrumentor",
@@ -182,7 +183,7 @@ class ProducerInstruments:
     # -- spans -----------------------------------------------------------------------------
 
     def start(
-        self, producer: Producer, topic: str, key: Any, headers: Any
+        self, producer: Producer | SyncProducer, topic: str, key: Any, headers: Any
     ) -> tuple[Any, list[tuple[str, Any]]]:
         """Start a record's span; returns it and the headers with its trace context."""
         attributes: dict[str, Any] = {
@@ -243,6 +244,18 @@ class ProducerInstruments:
             return
         if offset >= 0:
             span.set_attribute("messaging.kafka.offset", offset)
+        span.end()
+
+    def settled(self, span: Any, future: DeliveryFuture) -> None:
+        """End a :class:`~aioproducer.SyncProducer` record's span (its future is done)."""
+        exc = future.exception()
+        if exc is not None:
+            self.failed(span, exc)
+            return
+        meta = future.result()
+        span.set_attribute("messaging.destination.partition.id", str(meta.partition))
+        if meta.offset >= 0:
+            span.set_attribute("messaging.kafka.offset", meta.offset)
         span.end()
 
     def start_bulk(self, producer: Producer, topic: str, count: int) -> Any:

@@ -309,3 +309,39 @@ def test_latency_percentiles() -> None:
     assert 99 <= snap["request_latency_ms_p99"] <= 100
     empty = Metrics().snapshot(buffer_bytes=0, buffer_limit=1, requests_in_flight=0)
     assert empty["request_latency_ms_p50"] == empty["request_latency_ms_p99"] == 0.0
+
+
+def test_sync_producer_sends_are_traced_and_measured(
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    spans: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    from aioproducer import SyncProducer
+
+    topic = new_topic(2)
+    instrumentor = AioproducerInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        with SyncProducer(kafka.bootstrap_servers) as producer:
+            futures = [producer.send(topic, b"v%d" % i, key=b"k%d" % i) for i in range(5)]
+            metas = [f.result(30) for f in futures]
+            producer.flush()
+            sent = _points(metric_reader)["aioproducer.records.sent"]
+    finally:
+        instrumentor.uninstrument()
+    assert sum(p.value for p in sent) == 5
+    keyed = _by_key(spans.get_finished_spans())
+    assert sorted(keyed) == [f"k{i}" for i in range(5)]
+    for i, meta in enumerate(metas):
+        attrs = dict(keyed[f"k{i}"].attributes or {})
+        assert attrs["messaging.kafka.offset"] == meta.offset
+        assert attrs["messaging.destination.partition.id"] == str(meta.partition)
+    records = consume_all(kafka.bootstrap_servers, topic, expected=5)
+    for record in records:
+        ctx = keyed[(record.key or b"").decode()].get_span_context()
+        assert ctx is not None
+        traceparent = (dict(record.headers)["traceparent"] or b"").decode()
+        assert traceparent.split("-")[1:3] == [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
