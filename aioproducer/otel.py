@@ -273,6 +273,33 @@ class ProducerInstruments:
             },
         )
 
+    def start_task(self, topic: str | None, client_id: str | None) -> Any:
+        """Start the one span of a Spark task writing with :mod:`aioproducer.spark`."""
+        attributes: dict[str, Any] = {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+        }
+        if topic is not None:
+            attributes["messaging.destination.name"] = topic
+        if client_id is not None:
+            attributes["messaging.client.id"] = client_id
+        name = f"send {topic}" if topic is not None else "send"
+        return self.tracer.start_span(name, kind=self._kind, attributes=attributes)
+
+    def task_done(self, span: Any, stats: Mapping[str, Any]) -> None:
+        """End a Spark task's span with its figures (``_spark_tasks`` stats row)."""
+        span.set_attribute("messaging.batch.message_count", stats["records"])
+        span.set_attribute("aioproducer.bulk.failed", stats["failed"])
+        if stats["partition"] >= 0:
+            span.set_attribute("aioproducer.spark.partition", stats["partition"])
+        if stats["failed"]:
+            # The row carries the first error as "TypeName: message".
+            first = stats["first_error"] or "_OTHER"
+            span.set_attribute("error.type", first.split(":", 1)[0])
+            span.set_status(self._error_status(self._error_code, first))
+        span.end()
+
     def bulk_tracked(self, span: Any, bulk: BulkDelivery, error: BaseException | None) -> None:
         """A bulk send buffered what it could (``error``: why it stopped early); its span
         ends when every buffered record has an outcome."""

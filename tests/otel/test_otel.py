@@ -345,3 +345,34 @@ def test_sync_producer_sends_are_traced_and_measured(
         assert ctx is not None
         traceparent = (dict(record.headers)["traceparent"] or b"").decode()
         assert traceparent.split("-")[1:3] == [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
+
+
+def test_a_spark_task_is_one_span(
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    spans: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    pytest.importorskip("pyspark")
+    from pyspark.sql import Row
+
+    from aioproducer import spark as kafka_spark
+
+    topic = new_topic(2)
+    # The task runs in this process, as a Spark worker would run it.
+    writer = kafka_spark.partition_writer(topic, bootstrap_servers=kafka.bootstrap_servers)
+    instrumentor = AioproducerInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        writer([Row(key=f"k{i}", value=b"%d" % i) for i in range(300)])
+    finally:
+        instrumentor.uninstrument()
+    (span,) = spans.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert span.name == f"send {topic}"
+    assert attrs["messaging.destination.name"] == topic
+    assert attrs["messaging.batch.message_count"] == 300
+    assert attrs["aioproducer.bulk.failed"] == 0
+    assert len(consume_all(kafka.bootstrap_servers, topic, expected=300)) == 300
