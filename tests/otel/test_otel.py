@@ -54,7 +54,8 @@ async def test_spans_end_at_acknowledgement_with_offsets_and_context_reaches_con
     tracer_provider: TracerProvider,
 ) -> None:
     topic = new_topic(3)
-    async with Producer(kafka.bootstrap_servers, client_id="traced", linger_ms=5) as producer:
+    # Batches linger long enough that none can be acknowledged before the check below.
+    async with Producer(kafka.bootstrap_servers, client_id="traced", linger_ms=500) as producer:
         instrument_producer(producer, tracer_provider=tracer_provider)
         h1 = await producer.send(topic, b"v1", key=b"k1", headers={"app": b"x"})
         h2 = producer.try_send(topic, b"v2", key="k2")
