@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .config import ProducerConfig
 from .errors import InvalidArgumentError, KafkaTimeoutError
 from .partitioner import partitions_for_keys
+from .producer import Producer
 from .sync import SyncProducer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -355,7 +356,25 @@ def _task_stats(
 
 
 def run_task(spec: Spec, body: Any) -> dict[str, Any]:
-    """Lease a producer, run ``body(producer, result)``, flush, and count the outcomes."""
+    """Lease a producer, run ``body(producer, result)``, flush, and count the outcomes.
+
+    Under the global OpenTelemetry instrumentation (``aioproducer.otel``, set up in the
+    worker) the task is one span, not one per row.
+    """
+    hook = Producer._instrumentation
+    if hook is None:
+        return _run_task(spec, body)
+    span = hook.start_task(spec.topic, spec.config.get("client_id"))
+    try:
+        stats = _run_task(spec, body)
+    except BaseException as exc:
+        hook.failed(span, exc)
+        raise
+    hook.task_done(span, stats)
+    return stats
+
+
+def _run_task(spec: Spec, body: Any) -> dict[str, Any]:
     started = time.perf_counter()
     producer, name, tasks = _lease(spec)
     result = TaskResult()

@@ -65,6 +65,11 @@ class Producer:
     :class:`~aioproducer.errors.ConfigError` here.
     """
 
+    # The OpenTelemetry hook (``otel.py``): set on the class by
+    # ``AioproducerInstrumentor().instrument()``, on one producer by
+    # ``instrument_producer()``. None costs one attribute check per record.
+    _instrumentation: Any = None
+
     def __init__(self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **config: Any):
         self.config = ProducerConfig.from_kwargs({"bootstrap_servers": bootstrap_servers, **config})
         cfg = self.config
@@ -127,6 +132,8 @@ class Producer:
         self._cluster.request_refresh()
         self._state = _RUNNING
         self.intake.accepting = True
+        if self._instrumentation is not None:
+            self._instrumentation.attach(self)
         if self._txn is not None:
             try:
                 await self._txn.initialize()
@@ -224,25 +231,36 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        intake = self.intake
-        record = intake.record(topic, key, value, headers, partition, timestamp_ms)
-        info = self._cluster.snapshot.topics.get(topic)
-        waited = 0.0
-        if info is None:
-            started = time.monotonic()
-            info = await intake.wait_for_topic(topic, self._max_block)
-            waited = time.monotonic() - started
-        if partition is not None:
-            intake.check_partition(topic, partition, info)
-        need = record.size
-        if not self._budget.try_reserve(need):
-            await self._budget.reserve(need, max(0.0, self._max_block - waited))
-            if self._state != _RUNNING:
-                self._budget.release(need)
-                self._raise_not_running()
-            # The partition count may have changed while we waited.
-            info = self._cluster.snapshot.topics.get(topic, info)
-        handle, wake = intake.append(record, info)
+        hook = self._instrumentation
+        span = None
+        if hook is not None:
+            span, headers = hook.start(self, topic, key, headers)
+        try:
+            intake = self.intake
+            record = intake.record(topic, key, value, headers, partition, timestamp_ms)
+            info = self._cluster.snapshot.topics.get(topic)
+            waited = 0.0
+            if info is None:
+                started = time.monotonic()
+                info = await intake.wait_for_topic(topic, self._max_block)
+                waited = time.monotonic() - started
+            if partition is not None:
+                intake.check_partition(topic, partition, info)
+            need = record.size
+            if not self._budget.try_reserve(need):
+                await self._budget.reserve(need, max(0.0, self._max_block - waited))
+                if self._state != _RUNNING:
+                    self._budget.release(need)
+                    self._raise_not_running()
+                # The partition count may have changed while we waited.
+                info = self._cluster.snapshot.topics.get(topic, info)
+            handle, wake = intake.append(record, info)
+        except BaseException as exc:
+            if span is not None:
+                hook.failed(span, exc)
+            raise
+        if span is not None:
+            hook.appended(span, handle)
         if wake:
             # Let the sender run between batches even if the caller never yields.
             await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -265,22 +283,34 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        intake = self.intake
-        record = intake.record(topic, key, value, headers, partition, timestamp_ms)
-        info = self._cluster.snapshot.topics.get(topic)
-        if info is None:
-            check_topic(topic)
-            self._cluster.add_topics((topic,))
-            raise MetadataNotReadyError(f"metadata for topic {topic!r} is not loaded yet")
-        if partition is not None:
-            intake.check_partition(topic, partition, info)
-        need = record.size
-        if not self._budget.try_reserve(need):
-            raise BufferFullError(
-                f"no room in buffer_memory ({self._budget.limit} bytes, "
-                f"{self._budget.used} in use) for a {need}-byte record"
-            )
-        return intake.append(record, info)[0]
+        hook = self._instrumentation
+        span = None
+        if hook is not None:
+            span, headers = hook.start(self, topic, key, headers)
+        try:
+            intake = self.intake
+            record = intake.record(topic, key, value, headers, partition, timestamp_ms)
+            info = self._cluster.snapshot.topics.get(topic)
+            if info is None:
+                check_topic(topic)
+                self._cluster.add_topics((topic,))
+                raise MetadataNotReadyError(f"metadata for topic {topic!r} is not loaded yet")
+            if partition is not None:
+                intake.check_partition(topic, partition, info)
+            need = record.size
+            if not self._budget.try_reserve(need):
+                raise BufferFullError(
+                    f"no room in buffer_memory ({self._budget.limit} bytes, "
+                    f"{self._budget.used} in use) for a {need}-byte record"
+                )
+            handle = intake.append(record, info)[0]
+        except BaseException as exc:
+            if span is not None:
+                hook.failed(span, exc)
+            raise
+        if span is not None:
+            hook.appended(span, handle)
+        return handle
 
     async def send_and_wait(
         self,
@@ -329,24 +359,30 @@ class Producer:
         prepare = intake.record
         append = intake.append
         budget = self._budget
+        hook = self._instrumentation
+        span = None
         for i in range(count):
-            record = prepare(
-                topic,
-                key_list[i] if key_list is not None else None,
-                values[i],
-                header_list[i] if header_list is not None else None,
-                partition,
-                timestamp_ms,
-            )
-            need = record.size
-            if not budget.try_reserve(need):
-                self._sender.wakeup()
-                await budget.reserve(need, self._max_block)
-                if self._state != _RUNNING:
-                    budget.release(need)
-                    self._raise_not_running()
-                info = self._cluster.snapshot.topics.get(topic, info)
-            handle, wake = append(record, info)
+            key = key_list[i] if key_list is not None else None
+            hdrs = header_list[i] if header_list is not None else None
+            if hook is not None:
+                span, hdrs = hook.start(self, topic, key, hdrs)
+            try:
+                record = prepare(topic, key, values[i], hdrs, partition, timestamp_ms)
+                need = record.size
+                if not budget.try_reserve(need):
+                    self._sender.wakeup()
+                    await budget.reserve(need, self._max_block)
+                    if self._state != _RUNNING:
+                        budget.release(need)
+                        self._raise_not_running()
+                    info = self._cluster.snapshot.topics.get(topic, info)
+                handle, wake = append(record, info)
+            except BaseException as exc:
+                if span is not None:
+                    hook.failed(span, exc)
+                raise
+            if span is not None:
+                hook.appended(span, handle)
             add(handle)
             if wake:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -379,8 +415,17 @@ class Producer:
         info = self._cluster.snapshot.topics.get(topic)
         if info is None:
             info = await intake.wait_for_topic(topic, self._max_block)
-        ts = record_timestamp(timestamp_ms)
-        cols = intake.columns(topic, info, values, keys, headers, partitions)
+        hook = self._instrumentation
+        span = None
+        if hook is not None:
+            span = hook.start_bulk(self, topic, len(values))
+        try:
+            ts = record_timestamp(timestamp_ms)
+            cols = intake.columns(topic, info, values, keys, headers, partitions)
+        except BaseException as exc:
+            if span is not None:
+                hook.failed(span, exc)
+            raise
         bulk = BulkDelivery(topic, ts)
         budget = self._budget
         try:
@@ -394,8 +439,15 @@ class Producer:
                     info = self._cluster.snapshot.topics.get(topic, info)
                 if intake.append_run(run, info):
                     await anyio.lowlevel.cancel_shielded_checkpoint()
+        except BaseException as exc:
+            if span is not None:
+                hook.failed(span, exc)
+                span = None
+            raise
         finally:
             bulk.track(cols.order)
+            if span is not None:
+                hook.bulk_tracked(span, bulk, cols.error)
         if cols.error is not None:
             raise cols.error
         return bulk

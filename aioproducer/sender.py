@@ -487,7 +487,7 @@ class Sender:
         while inbox:
             call, response, error = inbox.popleft()
             self._in_flight_calls -= 1
-            self.metrics.observe_latency(now - call.sent_at if call.sent_at else 0.0)
+            self.metrics.observe_latency(now - call.sent_at if call.sent_at else 0.0, call.node_id)
             for batch in call.batches:
                 batch.in_flight = False
                 if self.idempotent:
@@ -591,10 +591,7 @@ class Sender:
             state = self._partitions.get((batch.topic, batch.partition))
             if state is not None:
                 state.acked_next = max(state.acked_next, batch.sequence + batch.record_count)
-        m = self.metrics
-        m.records_sent += batch.record_count
-        m.batches_sent += 1
-        m.bytes_sent += len(batch.built) if batch.built is not None else 0
+        self.metrics.batch_sent(batch)
         self.acc.complete_batch(batch, base_offset, log_append_time)
 
     def _fail(self, batch: ProducerBatch, exc: BaseException) -> None:
@@ -603,7 +600,7 @@ class Sender:
             # written by a broker that holds it: renumber what follows under a new epoch,
             # which also fences it.
             self._sequence_lost(exc)
-        self.metrics.records_failed += batch.record_count
+        self.metrics.batch_failed(batch, exc)
         self.acc.fail_batch(batch, exc)
 
     def _sequence_lost(self, exc: BaseException) -> None:
@@ -628,7 +625,7 @@ class Sender:
             self._fail(batch, _timeout_error(batch, exc, self.config.delivery_timeout_ms))
             return
         batch.attempts += 1
-        self.metrics.records_retried += batch.record_count
+        self.metrics.batch_retried(batch)
         retry_at = now + backoff(batch.attempts, self._retry_min, self._retry_max)
         self.acc.reenqueue(batch, min(retry_at, batch.deadline))
 

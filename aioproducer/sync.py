@@ -338,8 +338,36 @@ class SyncProducer:
         engine = self._engine
         if engine is None or engine.state != RUNNING:
             engine = self._get_engine()
+        hook = Producer._instrumentation
+        if hook is not None:
+            return self._send_traced(
+                hook, engine, topic, value, key, headers, partition, timestamp_ms
+            )
         record = engine.intake.record(topic, key, value, headers, partition, timestamp_ms)
         return engine.handoff.put(record)
+
+    def _send_traced(
+        self,
+        hook: Any,
+        engine: Engine[DeliveryFuture],
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> DeliveryFuture:
+        # The span starts in the caller's thread, under its current context, and ends on
+        # the loop when the record settles.
+        span, headers = hook.start(self, topic, key, headers)
+        try:
+            record = engine.intake.record(topic, key, value, headers, partition, timestamp_ms)
+            future = engine.handoff.put(record)
+        except BaseException as exc:
+            hook.failed(span, exc)
+            raise
+        future.add_done_callback(lambda done: hook.settled(span, done))
+        return future
 
     def send_and_wait(
         self,

@@ -12,6 +12,14 @@ header or the ``key`` query parameter, and answers once the broker has acknowled
 record. Errors map to HTTP statuses: 400 for a bad request, 404 for an unknown topic
 (the service does not create topics), 413 for a record that is too large, 503 when Kafka
 does not answer in time. Uses Starlette and uvicorn (``pip install starlette uvicorn``).
+
+Tracing and metrics are on (``pip install aioproducer[otel] opentelemetry-sdk
+opentelemetry-exporter-prometheus``): each request gets a server span, continuing a
+``traceparent`` the client sent, and the record's send span is its child, its trace
+context written into the record's headers for consumers. ``GET /metrics`` answers in the
+Prometheus text format with the producer's counters (``aioproducer_records_sent_total``,
+...). Spans go to the tracer provider passed to :func:`create_app`; by default they are
+made (so trace context still reaches consumers) and dropped: configure an exporter there.
 """
 
 from __future__ import annotations
@@ -24,9 +32,14 @@ from typing import Any
 
 import uvicorn
 from _local import add_broker_argument, kafka
+from opentelemetry import propagate, trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aioproducer import (
@@ -41,6 +54,7 @@ from aioproducer.errors import (
     SerializationError,
     UnknownTopicOrPartitionError,
 )
+from aioproducer.otel import instrument_producer
 
 # A client waits for the answer, so fail within seconds rather than the library's minutes.
 SERVICE_CONFIG: dict[str, Any] = {
@@ -61,6 +75,19 @@ ERROR_STATUS: list[tuple[type[KafkaError], int]] = [
 
 
 async def post_event(request: Request) -> JSONResponse:
+    tracer: trace.Tracer = request.app.state.tracer
+    with tracer.start_as_current_span(
+        "POST /events/{topic}",
+        context=propagate.extract(request.headers),
+        kind=trace.SpanKind.SERVER,
+        attributes={"http.request.method": "POST", "http.route": "/events/{topic}"},
+    ) as span:
+        response = await _post_event(request)
+        span.set_attribute("http.response.status_code", response.status_code)
+        return response
+
+
+async def _post_event(request: Request) -> JSONResponse:
     producer: Producer = request.app.state.producer
     topic = request.path_params["topic"]
     key = request.headers.get("x-key", request.query_params.get("key"))
@@ -88,24 +115,54 @@ async def post_event(request: Request) -> JSONResponse:
     )
 
 
-def create_app(bootstrap_servers: str | None = None, **producer_config: Any) -> Starlette:
+async def metrics(request: Request) -> Response:
+    registry: CollectorRegistry = request.app.state.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_app(
+    bootstrap_servers: str | None = None,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    **producer_config: Any,
+) -> Starlette:
     """The ASGI app: one producer, started and closed with the application.
 
     ``bootstrap_servers`` defaults to ``$KAFKA_BOOTSTRAP_SERVERS`` (or 127.0.0.1:9092);
-    ``producer_config`` overrides :data:`SERVICE_CONFIG`.
+    ``producer_config`` overrides :data:`SERVICE_CONFIG`. Spans go to ``tracer_provider``
+    (default: an SDK provider without exporter); metrics to the app's own Prometheus
+    registry, served at ``/metrics``.
     """
     servers = bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     config = {**SERVICE_CONFIG, **producer_config}
+    tracing = tracer_provider if tracer_provider is not None else TracerProvider()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # Closing delivers what is still buffered, after the server stopped taking requests.
-        async with Producer(servers, client_id="http-service", **config) as producer:
-            app.state.producer = producer
-            yield
+        # One registry per app: several apps in a process do not report each other.
+        registry = CollectorRegistry()
+        reader = PrometheusMetricReader(registry=registry)
+        meter_provider = MeterProvider(metric_readers=[reader])
+        app.state.registry = registry
+        app.state.tracer = tracing.get_tracer("http_service")
+        try:
+            # Closing delivers what is still buffered, after the server stopped taking
+            # requests.
+            async with Producer(servers, client_id="http-service", **config) as producer:
+                instrument_producer(
+                    producer, tracer_provider=tracing, meter_provider=meter_provider
+                )
+                app.state.producer = producer
+                yield
+        finally:
+            meter_provider.shutdown()
 
     return Starlette(
-        routes=[Route("/events/{topic}", post_event, methods=["POST"])], lifespan=lifespan
+        routes=[
+            Route("/events/{topic}", post_event, methods=["POST"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ],
+        lifespan=lifespan,
     )
 
 

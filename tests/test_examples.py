@@ -286,11 +286,22 @@ async def test_http_service_answers_with_offsets_and_maps_errors(
         bad_topic = await client.post("/events/" + "t" * 250, content=b"x")
         bad_chars = await client.post("/events/bad%20topic!", content=b"x")
         unknown = await client.post("/events/no-such-topic-for-the-service", content=b"x")
+        scraped = await client.get("/metrics")
 
     assert (empty.status_code, too_large.status_code, bad_topic.status_code) == (400, 413, 400)
     assert bad_chars.status_code == 400, bad_chars.text  # refused by send(), not the broker
     assert "RecordTooLargeError" in too_large.json()["error"]
     assert unknown.status_code == 404  # the service does not create topics
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain")
+    sent_total = [
+        line
+        for line in scraped.text.splitlines()
+        if line.startswith("aioproducer_records_sent_total{") and f'="{topic}"' in line
+    ]
+    assert len(sent_total) == 1, scraped.text
+    assert float(sent_total[0].rsplit(" ", 1)[1]) == 6
+    assert 'messaging_client_id="http-service"' in sent_total[0]
     records = consume_all(kafka.bootstrap_servers, topic, expected=6)
     by_position = {(r.partition, r.offset): r for r in records}
     assert len(by_position) == 6
@@ -300,6 +311,7 @@ async def test_http_service_answers_with_offsets_and_maps_errors(
         assert (record.key, record.value) == (key.encode(), value)
         assert record.timestamp_ms == answer["timestamp_ms"]
         assert dict(record.headers).get("content-type") == content_type
+        assert "traceparent" in dict(record.headers)  # tracing is on
 
 
 @pytest.mark.anyio
