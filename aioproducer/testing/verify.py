@@ -58,7 +58,8 @@ def topic_end_offsets(bootstrap_servers: str, topic: str, timeout: float = 30.0)
                     break
                 except ck.KafkaException as exc:  # type: ignore[attr-defined]
                     # Right after a topic is created (or a leader moves) librdkafka may
-                    # still ask a broker that does not lead the partition: ask again.
+                    # still ask a broker that does not lead the partition, or a new leader
+                    # may not know its high watermark yet: ask again.
                     error = exc.args[0] if exc.args else None
                     retriable = error is not None and (
                         error.retriable()
@@ -67,6 +68,9 @@ def topic_end_offsets(bootstrap_servers: str, topic: str, timeout: float = 30.0)
                             ck.KafkaError.NOT_LEADER_FOR_PARTITION,  # type: ignore[attr-defined]
                             ck.KafkaError.LEADER_NOT_AVAILABLE,  # type: ignore[attr-defined]
                             ck.KafkaError.UNKNOWN_TOPIC_OR_PART,  # type: ignore[attr-defined]
+                            # A leader just elected (e.g. after every broker restarted)
+                            # until its high watermark catches up.
+                            ck.KafkaError.OFFSET_NOT_AVAILABLE,  # type: ignore[attr-defined]
                         )
                     )
                     if not retriable or time.monotonic() >= deadline:
