@@ -26,6 +26,12 @@ def _b64(data: dict[str, object]) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+# Tokens are dated a few seconds back, as a real identity provider's are by the time they
+# are used: the broker checks "iat" against a clock read once per network poll, so a
+# token minted this very millisecond can look issued in the future and be refused.
+_ISSUED_AGO = 5.0
+
+
 def unsecured_jws(
     subject: str,
     lifetime: float = 3600.0,
@@ -36,7 +42,7 @@ def unsecured_jws(
     """An unsecured JWS (``header.payload.``) for principal ``subject``, valid for
     ``lifetime`` seconds from ``issued_at`` (default: now; a negative lifetime makes an
     expired token)."""
-    iat = time.time() if issued_at is None else issued_at
+    iat = time.time() - _ISSUED_AGO if issued_at is None else issued_at
     claims: dict[str, object] = {"sub": subject, "iat": iat, "exp": iat + lifetime}
     if scope is not None:
         claims["scope"] = scope
@@ -45,8 +51,10 @@ def unsecured_jws(
 
 def unsecured_token(subject: str, lifetime: float = 3600.0) -> OAuthToken:
     """An :class:`~aioproducer.oauth.OAuthToken` holding a fresh :func:`unsecured_jws`."""
-    now = time.time()
-    return OAuthToken(unsecured_jws(subject, lifetime, issued_at=now), now + lifetime, subject)
+    issued = time.time() - _ISSUED_AGO
+    return OAuthToken(
+        unsecured_jws(subject, lifetime, issued_at=issued), issued + lifetime, subject
+    )
 
 
 def unsecured_token_provider(subject: str, lifetime: float = 3600.0) -> Callable[[], OAuthToken]:
