@@ -40,10 +40,11 @@ def unsecured_jws(
     scope: str | None = None,
 ) -> str:
     """An unsecured JWS (``header.payload.``) for principal ``subject``, valid for
-    ``lifetime`` seconds from ``issued_at`` (default: now; a negative lifetime makes an
-    expired token)."""
-    iat = time.time() - _ISSUED_AGO if issued_at is None else issued_at
-    claims: dict[str, object] = {"sub": subject, "iat": iat, "exp": iat + lifetime}
+    ``lifetime`` seconds from ``issued_at`` (default: now, with "iat" a few seconds earlier;
+    a negative lifetime makes an expired token)."""
+    start = time.time() if issued_at is None else issued_at
+    iat = start - _ISSUED_AGO if issued_at is None else issued_at
+    claims: dict[str, object] = {"sub": subject, "iat": iat, "exp": start + lifetime}
     if scope is not None:
         claims["scope"] = scope
     return f"{_b64({'alg': 'none'})}.{_b64(claims)}."
@@ -51,10 +52,9 @@ def unsecured_jws(
 
 def unsecured_token(subject: str, lifetime: float = 3600.0) -> OAuthToken:
     """An :class:`~aioproducer.oauth.OAuthToken` holding a fresh :func:`unsecured_jws`."""
-    issued = time.time() - _ISSUED_AGO
-    return OAuthToken(
-        unsecured_jws(subject, lifetime, issued_at=issued), issued + lifetime, subject
-    )
+    now = time.time()
+    # unsecured_jws dates "iat" back but counts the lifetime from now, as this does.
+    return OAuthToken(unsecured_jws(subject, lifetime), now + lifetime, subject)
 
 
 def unsecured_token_provider(subject: str, lifetime: float = 3600.0) -> Callable[[], OAuthToken]:
