@@ -169,14 +169,16 @@ class ProducerInstruments:
         from opentelemetry.metrics import Observation
 
         return [
-            Observation(p._budget.used, _base(p.config.client_id)) for p in list(self.producers)
+            # metrics() is the producer's public reading of these; gauges read it rarely.
+            Observation(p.metrics()["buffer_bytes_in_use"], _base(p.config.client_id))
+            for p in list(self.producers)
         ]
 
     def _observe_in_flight(self, _options: Any) -> list[Any]:
         from opentelemetry.metrics import Observation
 
         return [
-            Observation(p._sender.in_flight_requests, _base(p.config.client_id))
+            Observation(p.metrics()["requests_in_flight"], _base(p.config.client_id))
             for p in list(self.producers)
         ]
 
