@@ -3,29 +3,8 @@
 Decoding lives in :mod:`.record_reader` and the shared layout in :mod:`.batch_layout`;
 ``Record``, ``RecordBatch`` and ``decode_batches`` are importable from here too.
 
-A batch is a 61-byte header followed by the records section, which is compressed as a
-whole when the batch uses a codec (the record count stays in the uncompressed header)::
-
-    offset  field                 type     value written by the producer
-    0       baseOffset            int64    0 (the broker assigns offsets)
-    8       batchLength           int32    batch size - 12
-    12      partitionLeaderEpoch  int32    -1
-    16      magic                 int8     2
-    17      crc                   uint32   CRC-32C of bytes [21, end)
-    21      attributes            int16    codec (bits 0-2) | transactional (bit 4)
-    23      lastOffsetDelta       int32    record count - 1
-    27      baseTimestamp         int64    timestamp of the first record
-    35      maxTimestamp          int64    largest record timestamp
-    43      producerId            int64    -1 unless idempotent
-    51      producerEpoch         int16    -1 unless idempotent
-    55      baseSequence          int32    -1 unless idempotent
-    57      recordsCount          int32
-    61      records
-
-Each record is ``length`` (varint) followed by that many bytes: ``attributes`` (int8, 0),
-``timestampDelta`` (varlong), ``offsetDelta`` (varint), key and value (varint length, -1 for
-null, then the bytes) and the headers (varint count, then per header a varint-length UTF-8
-key and a varint-length value, -1 for null). Varints are zig-zag LEB128.
+The batch and record layout (header offsets, flags, varints) is written down once, in
+:mod:`.batch_layout`.
 
 Everything here is pure computation on bytes.
 """
