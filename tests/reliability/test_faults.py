@@ -30,6 +30,9 @@ from ._ledger import Ledger
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 _TOPIC_CONFIG = {"min.insync.replicas": "2"}
+# Records sent after the saboteur is armed and before it kills: enough that requests are in
+# flight to the victim (a few tens of milliseconds of sending), few against the 90,000 between kills.
+_KILL_LAG = 5_000
 
 
 @pytest.fixture
@@ -126,10 +129,13 @@ async def test_sigkill_the_busiest_leader_five_times_loses_and_duplicates_nothin
     # Partition 0 gets 40% of the records, partition 1 20%, the rest 10% each.
     pattern = [0, 0, 0, 0, 1, 1, 2, 3, 4, 5]
     ledger = Ledger(partitions)
-    # Kill k happens once `thresholds[k]` records were sent; the producer may not run past
-    # the threshold until the kill is done, so every kill lands while records flow.
+    # Kill k happens a little after `thresholds[k]` records were sent. The producer waits at
+    # the threshold until the saboteur is armed (the cluster has healed from the last kill),
+    # then keeps sending, and the kill comes `_KILL_LAG` records later: requests are then in
+    # flight to the victim. Holding the producer until the kill itself would let every
+    # request finish first, and the kill would hit an idle connection.
     thresholds = [40_000 + k * 90_000 for k in range(kills)]
-    killed = [anyio.Event() for _ in range(kills)]
+    armed = [anyio.Event() for _ in range(kills)]
     kill_times: list[float] = []
     victims: list[tuple[int, list[int]]] = []
     failover: list[float] = []
@@ -140,8 +146,9 @@ async def test_sigkill_the_busiest_leader_five_times_loses_and_duplicates_nothin
     def saboteur() -> None:
         for k in range(kills):
             _wait_fully_replicated(kafka3, topic)
-            while progress[0] < thresholds[k]:
-                if stopping.wait(0.01):
+            anyio.from_thread.run_sync(armed[k].set)
+            while progress[0] < thresholds[k] + _KILL_LAG:
+                if stopping.wait(0.001):
                     return
             leaders = kafka3.partition_leaders(topic)
             victim = leaders[0]
@@ -149,7 +156,6 @@ async def test_sigkill_the_busiest_leader_five_times_loses_and_duplicates_nothin
             kill_times.append(time.monotonic())
             kafka3.kill_broker(victim)
             victims.append((victim, led))
-            anyio.from_thread.run_sync(killed[k].set)
             # How long the cluster itself takes to move leadership (session timeout 3 s),
             # to tell the brokers' share of the recovery time from the producer's.
             failover.append(_wait_new_leader(kafka3, topic, 0, victim) - kill_times[-1])
@@ -166,7 +172,7 @@ async def test_sigkill_the_busiest_leader_five_times_loses_and_duplicates_nothin
                     tg.start_soon(run_saboteur)
                     for i in range(total):
                         if i in thresholds:
-                            await killed[thresholds.index(i)].wait()
+                            await armed[thresholds.index(i)].wait()
                         p = pattern[i % len(pattern)]
                         handle = await producer.send(topic, ledger.value(p), partition=p)
                         ledger.track(p, handle)
