@@ -59,6 +59,7 @@ class ProducerBatch:
         "exception",
         "full",
         "in_flight",
+        "last_error",
         "log_append_time",
         "partition",
         "producer_epoch",
@@ -90,6 +91,9 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.exception: BaseException | None = None
+        #: Why the latest attempt failed (set by the sender on a retry), for the error
+        #: that names it if the batch then expires.
+        self.last_error: BaseException | None = None
         self._event: anyio.Event | None = None
         self._callbacks: list[Callable[[ProducerBatch], None]] | None = None
         # Set when MESSAGE_TOO_LARGE split this batch: (child, index of its first record).

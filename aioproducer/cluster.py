@@ -173,6 +173,7 @@ class Cluster:
             request_timeout=self.config.request_timeout_ms / 1000,
             ssl_context=self._ssl_context(),
             authenticator=self._authenticator,
+            max_response_size=self.config.receive_message_max_bytes,
         )
         try:
             await conn.open(self._task_group, self.config.request_timeout_ms / 1000)

@@ -625,16 +625,15 @@ class Sender:
             self._fail(batch, _timeout_error(batch, exc, self.config.delivery_timeout_ms))
             return
         batch.attempts += 1
+        batch.last_error = exc
         self.metrics.batch_retried(batch)
         retry_at = now + backoff(batch.attempts, self._retry_min, self._retry_max)
         self.acc.reenqueue(batch, min(retry_at, batch.deadline))
 
     def _expire(self, now: float) -> None:
         for batch in self.acc.expired(now):
-            self._fail(
-                batch,
-                _timeout_error(batch, self.cluster.last_error, self.config.delivery_timeout_ms),
-            )
+            cause = batch.last_error or self.cluster.last_error
+            self._fail(batch, _timeout_error(batch, cause, self.config.delivery_timeout_ms))
 
     def _fail_all_queued(self, exc: BaseException) -> None:
         for batch in list(self.acc.queued_batches()):
