@@ -511,6 +511,10 @@ class Accumulator:
         """The earliest delivery deadline of a queued batch (``inf`` if none)."""
         return min((dq[0].deadline for dq in self.batches.values()), default=math.inf)
 
+    def busy_topics(self) -> set[str]:
+        """Topics with a batch not yet completed (queued or in flight)."""
+        return {batch.topic for batch in self.incomplete}
+
     def queued_batches(self) -> Iterable[ProducerBatch]:
         """Every batch still in a queue."""
         for dq in self.batches.values():
