@@ -59,6 +59,7 @@ class ProducerBatch:
         "exception",
         "full",
         "in_flight",
+        "last_error",
         "log_append_time",
         "partition",
         "producer_epoch",
@@ -90,6 +91,9 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.exception: BaseException | None = None
+        #: Why the latest attempt failed (set by the sender on a retry), for the error
+        #: that names it if the batch then expires.
+        self.last_error: BaseException | None = None
         self._event: anyio.Event | None = None
         self._callbacks: list[Callable[[ProducerBatch], None]] | None = None
         # Set when MESSAGE_TOO_LARGE split this batch: (child, index of its first record).
@@ -506,6 +510,10 @@ class Accumulator:
     def next_deadline(self) -> float:
         """The earliest delivery deadline of a queued batch (``inf`` if none)."""
         return min((dq[0].deadline for dq in self.batches.values()), default=math.inf)
+
+    def busy_topics(self) -> set[str]:
+        """Topics with a batch not yet completed (queued or in flight)."""
+        return {batch.topic for batch in self.incomplete}
 
     def queued_batches(self) -> Iterable[ProducerBatch]:
         """Every batch still in a queue."""

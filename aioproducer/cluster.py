@@ -3,6 +3,14 @@
 Metadata is fetched only for the topics this producer uses (never "all topics"), by one
 task that owns the refresh; everyone else reads the current immutable snapshot or waits
 for the next one.
+
+Two kinds of refresh, as in the Java client (KIP-526): a full one for every topic in use
+(every ``metadata_max_age_ms``, and whenever a leader may have moved), and a partial one
+that asks only for topics nobody has described yet, so a producer that meets thousands of
+new topics does not ask for all the topics it knows once per new one. A topic no record
+was drained to for ``metadata_max_idle_ms`` (and with nothing left unsent) leaves the
+metadata at the next refresh, and :attr:`Cluster.on_topics_expired` tells the producer to
+drop its own state of it.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import random
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import anyio
@@ -89,7 +97,17 @@ class Cluster:
         self._connect_errors: dict[int, BaseException] = {}
         self._backoff_until: dict[int, float] = {}
         self._backoff_attempts: dict[int, int] = {}
-        self._topics: dict[str, float] = {}  # topics in use -> time first asked
+        # Topics in use -> when a batch of theirs was last drained (or they were first
+        # asked for). Written by add_topics(), touch() and the expiry in refresh().
+        self._topics: dict[str, float] = {}
+        # Topics added since the last response that described them: a partial refresh
+        # asks for these alone.
+        self._new_topics: set[str] = set()
+        # The infos of the topics the latest expiry dropped, until the next refresh: a
+        # record checked against one just before it expired can still be appended.
+        self._just_expired: dict[str, TopicInfo] = {}
+        # Set by request_refresh(): the next refresh asks for every topic in use.
+        self._full_refresh_wanted = True
         self._refresh_wanted = anyio.Event()
         self._updated = anyio.Event()
         self._last_refresh = 0.0
@@ -102,6 +120,12 @@ class Cluster:
         self._extra_addresses: dict[int, tuple[str, int]] = {}
         #: Called with each new snapshot (the sender uses it to wake up).
         self.on_update: Callable[[], None] | None = None
+        #: Topics that still have records queued or in flight: never expired (the
+        #: producer sets it; they are in use whatever their last drain time).
+        self.busy_topics: Callable[[], Collection[str]] = frozenset
+        #: Called with the topics that left the metadata for being idle, so the producer
+        #: drops its per-topic state too.
+        self.on_topics_expired: Callable[[list[str]], None] | None = None
 
     # -- connections -----------------------------------------------------------------------
 
@@ -173,6 +197,7 @@ class Cluster:
             request_timeout=self.config.request_timeout_ms / 1000,
             ssl_context=self._ssl_context(),
             authenticator=self._authenticator,
+            max_response_size=self.config.receive_message_max_bytes,
         )
         try:
             await conn.open(self._task_group, self.config.request_timeout_ms / 1000)
@@ -285,13 +310,42 @@ class Cluster:
         for topic in topics:
             if topic not in self._topics:
                 self._topics[topic] = now
+                self._new_topics.add(topic)
                 new = True
         if new:
-            self.request_refresh()
+            self._refresh_wanted.set()
+
+    def touch(self, topic: str, now: float) -> None:
+        """Note that a batch of ``topic`` was just drained (it is in use)."""
+        self._topics[topic] = now
 
     def request_refresh(self) -> None:
-        """Ask the metadata task to refresh soon."""
+        """Ask the metadata task to refresh every topic in use soon."""
+        self._full_refresh_wanted = True
         self._refresh_wanted.set()
+
+    def _describe_again(self, topic: str) -> None:
+        # A topic still being created: ask for it alone next time, not for all topics.
+        if topic in self._topics:
+            self._new_topics.add(topic)
+            self._refresh_wanted.set()
+        else:
+            self.add_topics((topic,))
+
+    def recall(self, topic: str) -> TopicInfo | None:
+        """The info of ``topic`` if the latest expiry just dropped it, tracking it again
+        (for a record checked against the metadata a moment before it expired)."""
+        info = self._just_expired.pop(topic, None)
+        if info is not None:
+            self._topics[topic] = time.monotonic()
+            old = self.snapshot
+            self.snapshot = dataclasses.replace(old, topics={**old.topics, topic: info})
+        return info
+
+    @property
+    def topics_in_use(self) -> int:
+        """How many topics the metadata refreshes ask for."""
+        return len(self._topics)
 
     async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
         """Wait until ``topic`` is in the metadata, up to ``timeout`` seconds."""
@@ -321,7 +375,7 @@ class Cluster:
                 # metadata_max_age_ms.
                 backoff_s = self.config.retry_backoff_ms / 1000
                 await anyio.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
-                self.request_refresh()
+                self._describe_again(topic)
         code = self.snapshot.topic_errors.get(topic)
         ms = timeout * 1000
         if code == UnknownTopicOrPartitionError.code:
@@ -361,7 +415,19 @@ class Cluster:
                 self._notify()
 
     async def refresh(self) -> ClusterSnapshot:
-        """Fetch metadata for the tracked topics from the least loaded reachable broker."""
+        """Fetch metadata from the least loaded reachable broker: for every tracked topic,
+        or only for the new ones when nothing else calls for a full refresh."""
+        now = time.monotonic()
+        self._just_expired = {}
+        self._expire_idle(now)
+        full = (
+            self._full_refresh_wanted
+            or not self._new_topics
+            or now - self._last_refresh >= self.config.metadata_max_age_ms / 1000
+        )
+        if full:
+            self._full_refresh_wanted = False
+        wanted = sorted(self._topics if full else self._new_topics)
         last: BaseException | None = None
         for node_id in self.least_loaded_candidates():
             if self.is_backing_off(node_id) and node_id not in self._connections:
@@ -369,17 +435,22 @@ class Cluster:
             try:
                 conn = await self.connect(node_id)
                 request = MetadataRequest(
-                    topics=sorted(self._topics),
+                    topics=wanted,
                     allow_auto_topic_creation=self.config.allow_auto_create_topics,
                 )
                 response: MetadataResponse = await conn.request(request)
             except AuthenticationError:
+                if full:
+                    self._full_refresh_wanted = True
                 raise
             except KafkaError as exc:
                 last = exc
                 continue
-            self._apply(response)
+            self._new_topics.difference_update(wanted)
+            self._apply(response, full)
             return self.snapshot
+        if full:
+            self._full_refresh_wanted = True
         if last is None:
             # Everything is backing off: wait for the earliest backoff to end.
             soonest = min(self._backoff_until.values(), default=time.monotonic())
@@ -387,7 +458,35 @@ class Cluster:
             raise self.last_error or ConnectionError("no broker reachable")
         raise last
 
-    def _apply(self, response: MetadataResponse) -> None:
+    def _expire_idle(self, now: float) -> None:
+        """Stop tracking topics idle for ``metadata_max_idle_ms`` with nothing unsent."""
+        idle = self.config.metadata_max_idle_ms / 1000
+        stale = [topic for topic, used in self._topics.items() if now - used >= idle]
+        if not stale:
+            return
+        busy = self.busy_topics()
+        gone = [topic for topic in stale if topic not in busy]
+        for topic in stale:
+            if topic in busy:
+                self._topics[topic] = now
+        if not gone:
+            return
+        for topic in gone:
+            del self._topics[topic]
+            self._new_topics.discard(topic)
+        dropped = set(gone)
+        old = self.snapshot
+        self._just_expired = {n: i for n, i in old.topics.items() if n in dropped}
+        self.snapshot = dataclasses.replace(
+            old,
+            topics={n: i for n, i in old.topics.items() if n not in dropped},
+            topic_errors={n: c for n, c in old.topic_errors.items() if n not in dropped},
+        )
+        log.debug("%d idle topics left the metadata", len(gone))
+        if self.on_topics_expired is not None:
+            self.on_topics_expired(gone)
+
+    def _apply(self, response: MetadataResponse, full: bool = True) -> None:
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         topics: dict[str, TopicInfo] = {}
         errors: dict[str, int] = {}
@@ -404,10 +503,15 @@ class Cluster:
         for name, info in self.snapshot.topics.items():
             if name not in topics and name not in errors:
                 topics[name] = info
+        if not full:
+            for name, code in self.snapshot.topic_errors.items():
+                if name not in topics and name not in errors:
+                    errors[name] = code
         self.snapshot = ClusterSnapshot(
             brokers, topics, errors, response.cluster_id, response.controller_id
         )
-        self._last_refresh = time.monotonic()
+        if full:
+            self._last_refresh = time.monotonic()
         # Drop connections to brokers that left the cluster.
         for node_id in [n for n in self._connections if n >= 0 and n not in brokers]:
             self.disconnect(node_id, ConnectionError(f"node {node_id} left the cluster"))

@@ -58,6 +58,12 @@ class ProducerConfig:
     #: Batches at least this large (uncompressed bytes) are compressed in a worker thread.
     compression_offload_bytes: int = 128 * 1024
     metadata_max_age_ms: int = 300000
+    #: A topic no record was sent to for this long leaves the metadata (and the producer's
+    #: per-topic state) at the next refresh; sending to it again fetches it anew.
+    metadata_max_idle_ms: int = 300000
+    #: The largest response accepted from a broker; a larger announced size closes the
+    #: connection with ``ResponseTooLargeError`` before anything is buffered.
+    receive_message_max_bytes: int = 64 * 1024 * 1024
     allow_auto_create_topics: bool = True
     key_serializer: Serializer | None = None
     value_serializer: Serializer | None = None
@@ -144,6 +150,10 @@ class ProducerConfig:
         _check_int("max_request_size", self.max_request_size, 1024, _INT32_MAX)
         _check_int("compression_offload_bytes", self.compression_offload_bytes, 0, 2**62)
         _check_int("metadata_max_age_ms", self.metadata_max_age_ms, 0, _INT32_MAX)
+        _check_int("metadata_max_idle_ms", self.metadata_max_idle_ms, 1000, _INT32_MAX)
+        _check_int(
+            "receive_message_max_bytes", self.receive_message_max_bytes, 64 * 1024, _INT32_MAX
+        )
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 "delivery_timeout_ms must be at least linger_ms + request_timeout_ms "

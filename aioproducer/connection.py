@@ -37,6 +37,7 @@ from .errors import (
     KafkaError,
     ProtocolError,
     RequestTimedOutError,
+    ResponseTooLargeError,
 )
 from .protocol import framing
 from .protocol.error_codes import ErrorCode
@@ -46,14 +47,15 @@ from .protocol.versions import ApiKey, negotiate_versions
 if sys.version_info < (3, 11):  # anyio depends on the backport there
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ["BrokerConnection", "Callback"]
+__all__ = ["DEFAULT_MAX_RESPONSE_SIZE", "BrokerConnection", "Callback"]
 
 log = logging.getLogger("aioproducer.connection")
 
 #: ``callback(response_or_None, error_or_None)``
 Callback = Callable[[Any, "BaseException | None"], None]
 
-_MAX_FRAME = 64 * 1024 * 1024
+#: The default of ``max_response_size``: ``receive_message_max_bytes``'s default.
+DEFAULT_MAX_RESPONSE_SIZE = 64 * 1024 * 1024
 # Set, in the re-authenticating task only, to the connection it re-authenticates: its
 # requests skip the hold that keeps every other task's requests out of the SASL exchange.
 _reauthenticating: contextvars.ContextVar[BrokerConnection | None] = contextvars.ContextVar(
@@ -116,12 +118,15 @@ class BrokerConnection:
         request_timeout: float,
         ssl_context: ssl.SSLContext | None = None,
         authenticator: Callable[[BrokerConnection], Any] | None = None,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
     ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
         self.request_timeout = request_timeout
+        #: Responses announcing more bytes than this close the connection unread.
+        self.max_response_size = max_response_size
         self._ssl_context = ssl_context
         self._authenticator = authenticator
         self.versions: dict[ApiKey, int] = {}
@@ -407,7 +412,10 @@ class BrokerConnection:
     async def _reader(self) -> None:
         stream = self._stream
         assert stream is not None
-        deframer = framing.FrameReader(max_frame_size=_MAX_FRAME)
+        # The size prefix is checked before anything of the frame is buffered, so a broker
+        # (or anything posing as one) that announces gigabytes costs nothing but this
+        # connection; below the limit the buffer grows only as bytes really arrive.
+        deframer = framing.FrameReader(max_frame_size=self.max_response_size)
         pending = self._pending
         while not self._closing():
             if pending:
@@ -442,7 +450,17 @@ class BrokerConnection:
                     raise ConnectionError(
                         f"node {self.node_id} ({self.host}:{self.port}) closed the connection"
                     ) from exc
-                for frame in deframer.feed(data):
+                try:
+                    frames = deframer.feed(data)
+                except ProtocolError:
+                    if (deframer.refused_size or 0) <= self.max_response_size:
+                        raise  # a negative size: not Kafka at all
+                    raise ResponseTooLargeError(
+                        f"node {self.node_id} ({self.host}:{self.port}) announced a response "
+                        f"of {deframer.refused_size} bytes, more than receive_message_max_bytes "
+                        f"({self.max_response_size}); the connection was closed unread"
+                    ) from None
+                for frame in frames:
                     if self._closing():
                         return
                     self._dispatch(frame)

@@ -42,6 +42,7 @@ __all__ = [
     "ProtocolError",
     "RecordTooLargeError",
     "RequestTimedOutError",
+    "ResponseTooLargeError",
     "SerializationError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
@@ -128,6 +129,15 @@ class ProtocolError(KafkaError):
 
 class CorruptRecordError(ProtocolError):
     """A record batch failed its CRC or structural checks."""
+
+
+class ResponseTooLargeError(ProtocolError):
+    """A broker announced a response larger than ``receive_message_max_bytes``.
+
+    Refused on reading the size prefix, before any of it is buffered; the connection is
+    closed and what was in flight on it is retried elsewhere or later, like after any
+    other lost connection.
+    """
 
 
 class UnsupportedVersionError(KafkaError):

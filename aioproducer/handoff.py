@@ -375,7 +375,7 @@ class Handoff(Generic[P]):
                 topic = record[0]
                 try:
                     if topic is not last_topic:
-                        info = topics.get(topic)
+                        info = topics.get(topic) or self.cluster.recall(topic)
                         last_topic = topic
                     if info is None:
                         budget.release(record[6])
@@ -426,7 +426,7 @@ class Handoff(Generic[P]):
             entry.bulk.add_done_callback(self._on_bulk_done)
             return 0, None
         assert type(entry) is ColumnRun
-        info = topics.get(entry.bulk.topic)
+        info = topics.get(entry.bulk.topic) or self.cluster.recall(entry.bulk.topic)
         try:
             if info is None:
                 self.budget.release(entry.size)

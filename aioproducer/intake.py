@@ -491,6 +491,10 @@ class Intake:
             self._wake_sender()
         return wake
 
+    def forget_topics(self, topics: list[str]) -> None:
+        """Drop per-topic state of ``topics``, which left the metadata (loop)."""
+        self._sticky.forget(topics)
+
     def hurry(self, on: bool) -> None:
         """Make batches leave without lingering (``on``), or let them linger again; calls
         nest. Threads waiting for buffer space use it, as waiting senders do."""

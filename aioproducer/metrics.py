@@ -131,7 +131,13 @@ class Metrics:
             self.listener.batch_retried(batch)
 
     def snapshot(
-        self, *, buffer_bytes: int, buffer_limit: int, requests_in_flight: int
+        self,
+        *,
+        buffer_bytes: int,
+        buffer_limit: int,
+        requests_in_flight: int,
+        topics_tracked: int = 0,
+        partitions_tracked: int = 0,
     ) -> dict[str, float]:
         """The counters as a plain dict, with derived means and latency percentiles."""
         batches = self.batches_sent
@@ -158,4 +164,6 @@ class Metrics:
             "throttle_time_ms": self.throttle_time_ms,
             "producer_epoch_bumps": self.producer_epoch_bumps,
             "producer_id_resets": self.producer_id_resets,
+            "topics_tracked": topics_tracked,
+            "partitions_tracked": partitions_tracked,
         }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -191,6 +191,11 @@ class StickyPartitioner:
         if produced >= 2 * self._batch_size or (produced >= self._batch_size and batch_full):
             state[0] = self._choose(available, num_partitions, partition)
             state[1] = 0
+
+    def forget(self, topics: Iterable[str]) -> None:
+        """Drop the sticky choice of ``topics`` (they left the metadata)."""
+        for topic in topics:
+            self._state.pop(topic, None)
 
     def _choose(self, available: Sequence[int], num_partitions: int, current: int) -> int:
         candidates = available if available else range(num_partitions)

@@ -89,6 +89,8 @@ class Producer:
         #: Package-internal: how records get into this producer's batches. Its checks may
         #: run in any thread; SyncProducer feeds the producer through it (``handoff.py``).
         self.intake = Intake(cfg, self._budget, self._acc, self._cluster, self._sender.wakeup)
+        self._cluster.busy_topics = self._acc.busy_topics
+        self._cluster.on_topics_expired = self._forget_topics
         self._txn: TransactionManager | None = None
         if cfg.transactional_id is not None:
             self._txn = TransactionManager(cfg, self._cluster, self._acc, self._sender)
@@ -569,14 +571,24 @@ class Producer:
         return list(info.partitions)
 
     def metrics(self) -> dict[str, float]:
-        """Plain counters: records sent/failed/retried, batches, sizes, latency, buffer use."""
+        """Plain counters: records sent/failed/retried, batches, sizes, latency, buffer use,
+        and the topics (``topics_tracked``) and partitions (``partitions_tracked``) the
+        producer keeps state for."""
         return self._metrics.snapshot(
             buffer_bytes=self._budget.used,
             buffer_limit=self._budget.limit,
             requests_in_flight=self._sender.in_flight_requests,
+            topics_tracked=self._cluster.topics_in_use,
+            partitions_tracked=self._sender.partitions_tracked,
         )
 
     # -- internals -------------------------------------------------------------------------
+
+    def _forget_topics(self, topics: list[str]) -> None:
+        # Topics idle for metadata_max_idle_ms left the metadata: drop what else is kept
+        # per topic or partition, so a producer that wanders over many topics stays small.
+        self._sender.forget_topics(topics)
+        self.intake.forget_topics(topics)
 
     def _raise_not_running(self) -> None:
         if self._state == _NEW:

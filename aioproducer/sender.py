@@ -191,6 +191,9 @@ class Sender:
         self.version_caps: dict[ApiKey, int] = {}
         self._fatal: BaseException | None = None
         self._partitions: dict[TopicPartition, _PartitionState] = {}
+        # Set when forget_topics() dropped sequence state under the current epoch: a
+        # partition without state may then be one the broker still holds sequences of.
+        self._sequences_forgotten = False
         self._inbox: collections.deque[tuple[_ProduceCall, Any, BaseException | None]] = (
             collections.deque()
         )
@@ -237,6 +240,29 @@ class Sender:
         self._partitions.clear()
         for batch in self.acc.queued_batches():
             batch.sequence = -1
+
+    def forget_topics(self, topics: list[str]) -> None:
+        """Drop the per-partition state of ``topics`` (idle: nothing queued or in flight).
+
+        Sequence numbers cannot simply restart at zero under the same epoch (the broker
+        would take a batch numbered like one it still remembers for a duplicate), so an
+        idempotent producer that forgot some bumps its epoch before it next sends to a
+        partition it holds no state for. A transactional producer keeps them: its epoch
+        belongs to the coordinator.
+        """
+        if not self.idempotent or self.txn is not None:
+            return
+        dropped = set(topics)
+        stale = [tp for tp, st in self._partitions.items() if tp[0] in dropped and not st.in_flight]
+        for tp in stale:
+            del self._partitions[tp]
+        if stale:
+            self._sequences_forgotten = True
+
+    @property
+    def partitions_tracked(self) -> int:
+        """Partitions this sender keeps sequence state for."""
+        return len(self._partitions)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -298,6 +324,7 @@ class Sender:
         self._need_new_pid = False
         self._need_bump = False
         self._partitions.clear()
+        self._sequences_forgotten = False
         for batch in self.acc.queued_batches():
             if batch.sequence >= 0:
                 batch.sequence = -1
@@ -355,6 +382,11 @@ class Sender:
             return False
         if self.idempotent:
             state = self._partitions.get(tp)
+            if state is None and self._sequences_forgotten and batch.sequence < 0:
+                # Perhaps a partition whose sequences were forgotten: renumber everything
+                # under a bumped epoch first (see forget_topics).
+                self._need_bump = True
+                return False
             # A retried batch goes alone: nothing after it may overtake it. So does the
             # first batch of a partition under a producer id: a broker with no state for
             # the id accepts any sequence, so a later batch in flight would be written
@@ -376,14 +408,16 @@ class Sender:
         if not ready:
             return delay
         by_node: dict[int, list[TopicPartition]] = {}
-        need_metadata = False
+        unled: set[str] = set()
         for tp in ready:
             leader = self.cluster.leader(tp[0], tp[1])
             if leader < 0:
-                need_metadata = True
+                unled.add(tp[0])
                 continue
             by_node.setdefault(leader, []).append(tp)
-        if need_metadata:
+        if unled:
+            # Tracked again if a record was appended just as its topic expired.
+            self.cluster.add_topics(unled)
             self.cluster.request_refresh()
         for node_id, tps in by_node.items():
             throttled = self._throttled_until.get(node_id, 0.0) - now
@@ -422,6 +456,7 @@ class Sender:
             if batches and size + batch_size > budget:
                 continue
             batch = self.acc.pop_head(tp)
+            self.cluster.touch(tp[0], now)
             self._stamp(tp, batch)
             batch.in_flight = True
             batches.append(batch)
@@ -625,16 +660,15 @@ class Sender:
             self._fail(batch, _timeout_error(batch, exc, self.config.delivery_timeout_ms))
             return
         batch.attempts += 1
+        batch.last_error = exc
         self.metrics.batch_retried(batch)
         retry_at = now + backoff(batch.attempts, self._retry_min, self._retry_max)
         self.acc.reenqueue(batch, min(retry_at, batch.deadline))
 
     def _expire(self, now: float) -> None:
         for batch in self.acc.expired(now):
-            self._fail(
-                batch,
-                _timeout_error(batch, self.cluster.last_error, self.config.delivery_timeout_ms),
-            )
+            cause = batch.last_error or self.cluster.last_error
+            self._fail(batch, _timeout_error(batch, cause, self.config.delivery_timeout_ms))
 
     def _fail_all_queued(self, exc: BaseException) -> None:
         for batch in list(self.acc.queued_batches()):

@@ -202,13 +202,15 @@ class FrameReader:
     raises :class:`ProtocolError`, after which the reader stays broken.
     """
 
-    __slots__ = ("_buf", "_error", "_max", "_need")
+    __slots__ = ("_buf", "_error", "_max", "_need", "refused_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buf = bytearray()
         self._max = max_frame_size
         self._need = -1  # payload size of the frame being assembled, -1 until its prefix arrives
         self._error: ProtocolError | None = None
+        #: The size a frame announced when it was refused (None until then).
+        self.refused_size: int | None = None
 
     @property
     def buffered(self) -> int:
@@ -232,6 +234,7 @@ class FrameReader:
                         break
                     need = _SIZE.unpack_from(view, pos)[0]
                     if need < 0 or need > self._max:
+                        self.refused_size = need
                         self._error = ProtocolError(
                             f"frame size {need} outside 0..{self._max} (is this a Kafka listener?)"
                         )

@@ -129,6 +129,11 @@ class KafkaCluster:
 
     The PLAINTEXT listener stays: brokers talk to each other and to the controllers over
     plaintext, and the cluster's own readiness checks and admin helpers use it.
+
+    Elsewhere than loopback: ``host`` is the address every listener binds and advertises
+    (``127.0.0.1`` by default) and ``launch_prefix`` goes before each broker's command, so
+    that, for example, ``host="198.18.0.2", launch_prefix=["ip", "netns", "exec", "lab"]``
+    runs the brokers inside network namespace ``lab`` on an address of its own.
     """
 
     def __init__(
@@ -147,6 +152,8 @@ class KafkaCluster:
         tls: BrokerTLS | None = None,
         sasl_users: Mapping[str, str] | None = None,
         features: Mapping[str, int] | None = None,
+        host: str = HOST,
+        launch_prefix: Sequence[str] = (),
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, not {nodes}")
@@ -166,6 +173,8 @@ class KafkaCluster:
                 f"broker_config may not set {', '.join(managed)}: KafkaCluster manages them"
             )
         self._features = {str(k): int(v) for k, v in (features or {}).items()}
+        self._host = host
+        self._launch_prefix = tuple(launch_prefix)
         self._size = nodes
         self._version = version
         self._cache_dir = cache_dir
@@ -235,7 +244,9 @@ class KafkaCluster:
         if not any(item.name == listener for item in self._listeners):
             names = ", ".join(["PLAINTEXT", *(item.name for item in self._listeners)])
             raise KeyError(f"no listener {listener!r} (listeners: {names})")
-        return ",".join(f"{HOST}:{node.listener_ports[listener]}" for node in self._nodes.values())
+        return ",".join(
+            f"{self._host}:{node.listener_ports[listener]}" for node in self._nodes.values()
+        )
 
     def log_path(self, node_id: int) -> Path:
         """The file that broker ``node_id`` logs to (its stdout and stderr, too)."""
@@ -397,7 +408,7 @@ class KafkaCluster:
         errors: list[str] = []
         for node in self._reachable_nodes():
             try:
-                return _admin.fetch_metadata(HOST, node.broker_port, topics, timeout=10.0)
+                return _admin.fetch_metadata(self._host, node.broker_port, topics, timeout=10.0)
             except KafkaError as exc:
                 errors.append(f"broker {node.node_id}: {exc}")
         raise KafkaSetupError(
@@ -428,7 +439,7 @@ class KafkaCluster:
             node = self._first_reachable()
             try:
                 _admin.create_topic(
-                    HOST,
+                    self._host,
                     node.broker_port,
                     name,
                     partitions,
@@ -535,6 +546,7 @@ class KafkaCluster:
                 broker_port=ports[node_id - 1],
                 controller_port=ports[self._size + node_id - 1],
                 directory=node_dir(self._work_dir, node_id),
+                host=self._host,
                 listener_ports={
                     listener.name: ports[(2 + index) * self._size + node_id - 1]
                     for index, listener in enumerate(self._listeners)
@@ -545,10 +557,11 @@ class KafkaCluster:
 
     def _node_config(self, node: Node) -> dict[str, str]:
         voters = ",".join(
-            f"{other.node_id}@{HOST}:{other.controller_port}" for other in self._nodes.values()
+            f"{other.node_id}@{self._host}:{other.controller_port}"
+            for other in self._nodes.values()
         )
-        listeners = [f"PLAINTEXT://{HOST}:{node.broker_port}"]
-        listeners += [f"{n}://{HOST}:{p}" for n, p in node.listener_ports.items()]
+        listeners = [f"PLAINTEXT://{self._host}:{node.broker_port}"]
+        listeners += [f"{n}://{self._host}:{p}" for n, p in node.listener_ports.items()]
         protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
         protocols += [f"{item.name}:{item.security_protocol}" for item in self._listeners]
         return {
@@ -557,7 +570,9 @@ class KafkaCluster:
             # A static quorum: the voter set lives in the configuration, not in the formatted
             # storage, so ports may change between runs on the same work dir.
             "controller.quorum.voters": voters,
-            "listeners": ",".join([*listeners, f"CONTROLLER://{HOST}:{node.controller_port}"]),
+            "listeners": ",".join(
+                [*listeners, f"CONTROLLER://{self._host}:{node.controller_port}"]
+            ),
             "advertised.listeners": ",".join(listeners),
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
@@ -605,7 +620,8 @@ class KafkaCluster:
         format_storage(list(self._nodes.values()), command, self._startup_timeout)
 
     def _launch(self, node: Node) -> None:
-        node.launch(self._jvm_command(BROKER_MAIN_CLASS, self._heap, str(node.config_path)))
+        command = self._jvm_command(BROKER_MAIN_CLASS, self._heap, str(node.config_path))
+        node.launch([*self._launch_prefix, *command])
 
     def _teardown(self, *, graceful: bool) -> None:
         nodes = list(self._nodes.values())
@@ -656,7 +672,7 @@ class KafkaCluster:
             observers = self._reachable_nodes()
             pending: list[str] = []
             for node in observers:
-                view = _admin.cluster_view(HOST, node.broker_port, timeout=2.0)
+                view = _admin.cluster_view(self._host, node.broker_port, timeout=2.0)
                 if view is None:
                     pending.append(f"broker {node.node_id} does not answer yet")
                     continue
@@ -685,7 +701,9 @@ class KafkaCluster:
             problems: list[str] = []
             for node in self._reachable_nodes():
                 try:
-                    response = _admin.fetch_metadata(HOST, node.broker_port, [topic], timeout=5.0)
+                    response = _admin.fetch_metadata(
+                        self._host, node.broker_port, [topic], timeout=5.0
+                    )
                 except KafkaError as exc:
                     problems.append(f"broker {node.node_id}: {exc}")
                     continue

@@ -30,7 +30,8 @@ __all__ = ["Faults", "Rule", "api_key", "error_code", "request_names"]
 class Rule:
     """One injected fault: what it does, to how many of which requests, after how many."""
 
-    kind: str  # "error", "delay", "drop_before", "drop_after", "throttle", "hold"
+    # "error", "delay", "drop_before", "drop_after", "throttle", "hold", "oversize", "trickle"
+    kind: str
     api: int
     remaining: int
     skip: int
@@ -40,6 +41,7 @@ class Rule:
     error: int = 0
     seconds: float = 0.0
     throttle_ms: int = 0
+    size: int = 0
 
     def matches_partition(self, topic: str, partition: int) -> bool:
         """Whether the rule applies to this partition of a request it matched."""

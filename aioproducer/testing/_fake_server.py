@@ -6,7 +6,8 @@ re-exports the last two) and its other internal modules.
 
 Each connection reads frames as they come, logs every request at once, and handles them
 one at a time in order, as a broker does: fault rules decide whether a request is held,
-dropped, answered with an error, delayed or throttled, and
+dropped, answered with an error, delayed, throttled, sent with a forged size or trickled
+a few bytes at a time, and
 :class:`~aioproducer.testing._fake_apis.Apis`
 answers it. Everything here runs on the cluster's event loop thread.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import struct
 import threading
 import time
 from collections import Counter
@@ -326,13 +328,22 @@ class Server:
                 await asyncio.sleep(delay)
             conn.in_flight[record.api_key] -= 1
             if frame is not None:
+                oversize = self._faults.take("oversize", record.api_key, record.broker, names)
+                if oversize is not None:
+                    # The answer follows a size prefix that claims far more: a client that
+                    # believes it waits (or allocates) for bytes that never come.
+                    frame = struct.pack(">i", oversize.size) + frame[4:]
+                trickle = self._faults.take("trickle", record.api_key, record.broker, names)
                 # Logged before writing: a client may read the answer (and a test inspect
                 # the log) before this task runs again after drain().
                 record.answered = True
                 record.answered_at = time.monotonic()
                 self._notify()
-                conn.writer.write(frame)
-                await conn.writer.drain()
+                if trickle is not None:
+                    await _trickle(conn.writer, frame, trickle.seconds)
+                else:
+                    conn.writer.write(frame)
+                    await conn.writer.drain()
             if throttle_ms > 0:
                 # Muted for the throttle time, like a broker enforcing a quota (KIP-219).
                 await asyncio.sleep(throttle_ms / 1000)
@@ -375,6 +386,17 @@ class Server:
             response.throttle_time_ms = throttle_ms
         frame = encode_response(response, header.api_version, header.correlation_id)
         return frame, delay_rule.seconds if delay_rule is not None else 0.0, throttle_ms
+
+
+async def _trickle(writer: asyncio.StreamWriter, frame: bytes, seconds: float) -> None:
+    """Write ``frame`` in about 20 pieces spread evenly over ``seconds``."""
+    pieces = min(20, len(frame))
+    step = -(-len(frame) // pieces)
+    for start in range(0, len(frame), step):
+        writer.write(frame[start : start + step])
+        await writer.drain()
+        if start + step < len(frame):
+            await asyncio.sleep(seconds / pieces)
 
 
 def _batch_infos(request: ProduceRequest) -> Iterable[BatchInfo]:

@@ -32,6 +32,8 @@ class Node:
     broker_port: int
     controller_port: int
     directory: Path
+    #: The address its listeners bind and advertise.
+    host: str = HOST
     #: Port of each extra client listener, by listener name.
     listener_ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
@@ -53,7 +55,7 @@ class Node:
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.broker_port}"
+        return f"{self.host}:{self.broker_port}"
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -335,6 +335,44 @@ class FakeCluster:
         """
         self._add_rule("throttle", api, count, broker, None, None, skip, throttle_ms=throttle_ms)
 
+    def oversize_response(
+        self,
+        api: str | int | ApiKey,
+        size: int = 2**31 - 1,
+        count: int = 1,
+        *,
+        broker: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        skip: int = 0,
+    ) -> None:
+        """Send the answer of the next ``count`` matching requests behind a size prefix
+        that claims ``size`` bytes (2 GiB - 1 by default), as a hostile or broken broker
+        might; the connection then stays open with the rest of the frame never coming.
+
+        The request is handled first (a produce request is written).
+        """
+        if not 0 < size < 2**31:
+            raise ValueError(f"size must be a positive int32, not {size}")
+        self._add_rule("oversize", api, count, broker, topic, partition, skip, size=size)
+
+    def trickle(
+        self,
+        api: str | int | ApiKey,
+        seconds: float,
+        count: int = 1,
+        *,
+        broker: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        skip: int = 0,
+    ) -> None:
+        """Send the answer of the next ``count`` matching requests a few bytes at a time,
+        spread over ``seconds``: a slow link, or a broker that keeps a client waiting
+        without ever being silent for long. Later answers of the connection wait behind it.
+        """
+        self._add_rule("trickle", api, count, broker, topic, partition, skip, seconds=seconds)
+
     def hold(
         self,
         api: str | int | ApiKey,

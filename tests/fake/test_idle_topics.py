@@ -1,0 +1,96 @@
+"""A producer that wanders over ten thousand topics forgets the idle ones.
+
+``metadata_max_idle_ms`` takes a topic out of the metadata once no batch of it was drained
+for that long and nothing of it is left unsent; the producer's per-partition state goes
+with it (sequence numbers, the sticky partition), so memory follows the topics in use,
+not every topic ever used. A topic that comes back is fetched anew and its records go out
+under a bumped epoch: exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from aioproducer import Producer
+from aioproducer.testing import FakeCluster
+
+pytestmark = pytest.mark.anyio
+
+TOPICS = 10_000
+
+
+@pytest.fixture
+def anyio_backend() -> Any:
+    return "asyncio"
+
+
+async def _send_to_every_topic(producer: Producer, names: list[str], wave: int = 1000) -> None:
+    # Concurrent first sends to new topics share metadata requests (partial refreshes
+    # for the new topics only); one at a time, each would cost a round trip.
+    for start in range(0, len(names), wave):
+        async with anyio.create_task_group() as tg:
+            for name in names[start : start + wave]:
+                tg.start_soon(producer.send, name, name.encode())
+        await producer.flush()
+
+
+@pytest.mark.slow
+async def test_ten_thousand_topics_leave_the_metadata_once_idle() -> None:
+    names = [f"wander-{i}" for i in range(TOPICS)]
+    with FakeCluster(brokers=2) as fc:
+        fc.create_topic("live", partitions=2)
+        async with Producer(
+            fc.bootstrap_servers,
+            metadata_max_idle_ms=3000,
+            metadata_max_age_ms=300,
+            linger_ms=2,
+        ) as p:
+            started = time.monotonic()
+            await _send_to_every_topic(p, names)
+            spread = time.monotonic() - started
+            busy = p.metrics()
+            assert busy["topics_tracked"] == TOPICS
+            assert busy["partitions_tracked"] == TOPICS
+            metadata_requests = len(fc.requests("metadata"))
+
+            # Only "live" is used from now on: the others go idle and must be forgotten.
+            deadline = time.monotonic() + 10
+            i = 0
+            while p.metrics()["topics_tracked"] > 1:
+                assert time.monotonic() < deadline, p.metrics()["topics_tracked"]
+                await p.send_and_wait("live", b"%d" % i, key=b"k")
+                i += 1
+                await anyio.sleep(0.05)
+            idle = p.metrics()
+            # The one topic still used, its partition the key maps to, nothing else.
+            assert idle["topics_tracked"] == 1
+            assert idle["partitions_tracked"] == 1
+            assert set(p._cluster.snapshot.topics) == {"live"}
+            assert p._cluster.snapshot.topic_errors == {}
+            assert set(p.intake._sticky._state) <= {"live"}
+            assert not p._acc.batches and not p._acc.incomplete
+
+            # An expired topic used again: fetched anew, written once after its first record.
+            bumps = idle["producer_epoch_bumps"]
+            meta = await p.send_and_wait(names[7], b"again")
+            assert p.metrics()["producer_epoch_bumps"] == bumps + 1
+            assert p.metrics()["topics_tracked"] == 2
+    assert [(r.offset, r.value) for r in fc.records(names[7], 0)] == [
+        (0, names[7].encode()),
+        (1, b"again"),
+    ]
+    assert meta.offset == 1
+    # Every wandering topic got its one record, once.
+    for name in names[:: TOPICS // 50]:
+        assert [r.value for r in fc.records(name, 0)] == [name.encode()]
+    # Each wave of 1000 new topics cost a few metadata requests, not one per topic.
+    assert metadata_requests < TOPICS // 20, metadata_requests
+    print(
+        f"\n[10k topics] spread over {TOPICS} topics in {spread:.1f} s with "
+        f"{metadata_requests} metadata requests; tracked {busy['topics_tracked']:.0f} topics "
+        f"-> {idle['topics_tracked']:.0f} after idling"
+    )
