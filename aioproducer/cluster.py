@@ -189,6 +189,8 @@ class Cluster:
             raise ConnectionError(f"node {node_id} is not in the cluster metadata")
         assert self._task_group is not None, "Cluster.bind() was not called"
         event = self._connecting[node_id] = anyio.Event()
+        if node_id >= 0:
+            self._task_group.start_soon(self._refresh_while_connecting, event)
         conn = BrokerConnection(
             address[0],
             address[1],
@@ -318,6 +320,19 @@ class Cluster:
     def touch(self, topic: str, now: float) -> None:
         """Note that a batch of ``topic`` was just drained (it is in use)."""
         self._topics[topic] = now
+
+    async def _refresh_while_connecting(self, done: anyio.Event) -> None:
+        # A broker that takes the TCP connection but never answers (frozen, swamped) holds
+        # its partitions' batches for the whole handshake timeout, request_timeout_ms.
+        # The controller may hand its leadership on meanwhile, and nothing else would ask:
+        # the last refresh, after the request that timed out, still named it. Asking again
+        # each retry_backoff_max_ms lets the batches follow the new leader at once.
+        interval = self.config.retry_backoff_max_ms / 1000
+        while True:
+            with anyio.move_on_after(interval):
+                await done.wait()
+                return
+            self.request_refresh()
 
     def request_refresh(self) -> None:
         """Ask the metadata task to refresh every topic in use soon."""
