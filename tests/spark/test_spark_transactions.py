@@ -155,6 +155,7 @@ def test_each_task_commits_its_rows_exactly_once(
         assert got[p] == task_rows(p)
 
 
+@pytest.mark.slow
 def test_a_crashed_attempt_is_fenced_and_its_retry_commits_every_row_once(
     frame: Any, kafka: KafkaCluster, new_topic: NewTopic
 ) -> None:
