@@ -125,8 +125,10 @@ class WriteReport:
 class SparkWriteError(KafkaError):
     """Some records of a Spark write were not delivered.
 
-    ``report`` is the full :class:`WriteReport` (or ``None`` when a task raised it from
-    :func:`partition_writer`); ``first_error``, ``failed`` and ``records`` summarise it.
+    ``report`` is the full :class:`WriteReport`, or ``None`` when a task raised it (from
+    :func:`partition_writer`, or a transactional task whose transaction was aborted: then
+    :func:`write` raises it with the last failed attempt's message and ``first_error``);
+    ``first_error``, ``failed`` and ``records`` summarise it.
     """
 
     def __init__(
