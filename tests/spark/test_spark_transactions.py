@@ -134,6 +134,7 @@ def failing_at(
     return serialize
 
 
+@pytest.mark.slow
 def test_each_task_commits_its_rows_exactly_once(
     frame: Any, kafka: KafkaCluster, new_topic: NewTopic
 ) -> None:
