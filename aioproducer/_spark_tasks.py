@@ -13,6 +13,7 @@ pyspark and pyarrow are imported only when these functions run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
-from .errors import InvalidArgumentError, KafkaTimeoutError
+from .errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
 from .partitioner import partitions_for_keys
 from .producer import Producer
 from .sync import SyncProducer
@@ -56,6 +57,9 @@ class Spec:
     producer_config: tuple[tuple[str, Any], ...]
     cache_key: str
     flush_timeout: float | None
+    #: Set for transactional writes: each task is one transaction whose id is
+    #: :func:`transactional_id` of this prefix and the task's partition index.
+    transactional_id_prefix: str | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -74,6 +78,7 @@ def make_spec(
     topic_column: str | None,
     flush_timeout: float | None,
     producer_config: dict[str, Any],
+    transactional_id_prefix: str | None = None,
 ) -> Spec:
     """Check the columns (``name -> Spark DataType``) and the settings on the driver."""
     from pyspark.sql import types as T
@@ -136,7 +141,7 @@ def make_spec(
         if not isinstance(dtype, T.StringType):
             raise mistyped(topic_column, "topic", dtype, "string")
     config = {"bootstrap_servers": bootstrap_servers, **producer_config}
-    ProducerConfig.from_kwargs(config)  # ConfigError here, before any task runs
+    check_config(config, transactional_id_prefix)  # ConfigError here, before any task runs
     if flush_timeout is not None and not flush_timeout > 0:
         raise InvalidArgumentError(f"flush_timeout must be positive or None, got {flush_timeout}")
     return Spec(
@@ -150,7 +155,44 @@ def make_spec(
         producer_config=tuple(sorted(config.items())),
         cache_key=cache_key(config),
         flush_timeout=flush_timeout,
+        transactional_id_prefix=transactional_id_prefix,
     )
+
+
+def check_config(config: dict[str, Any], transactional_id_prefix: str | None) -> None:
+    """Check the producer settings of a write (and its transactional prefix) on the driver."""
+    if transactional_id_prefix is None:
+        if config.get("transactional_id") is not None:
+            raise ConfigError(
+                "transactional_id would be shared by every task of the write, each fencing "
+                "the others: give transactional_id_prefix instead (each task then uses "
+                "'<prefix>-<partition index>')"
+            )
+        ProducerConfig.from_kwargs(config)
+        return
+    if not isinstance(transactional_id_prefix, str) or not transactional_id_prefix:
+        raise ConfigError(
+            f"transactional_id_prefix must be a non-empty str or None, "
+            f"got {transactional_id_prefix!r}"
+        )
+    if "transactional_id" in config:
+        raise ConfigError(
+            "give transactional_id_prefix or transactional_id, not both (each task's id is "
+            "'<prefix>-<partition index>')"
+        )
+    # The settings every task's producer will have (acks, idempotence) must allow one.
+    ProducerConfig.from_kwargs(
+        {**config, "transactional_id": transactional_id(transactional_id_prefix, 0)}
+    )
+
+
+def transactional_id(prefix: str, partition: int) -> str:
+    """The transactional id of the task writing Spark partition ``partition``.
+
+    The same for every attempt of that partition (a retry, a speculative copy), so each
+    new attempt fences the earlier ones when it starts.
+    """
+    return f"{prefix}-{partition}"
 
 
 def cache_key(config: dict[str, Any]) -> str:
@@ -209,15 +251,19 @@ def _give_back(spec: Spec, producer: SyncProducer) -> None:
 class TaskResult:
     """What a task counted itself: records, bytes, and records rejected before sending."""
 
-    __slots__ = ("bytes", "failed_early", "first_error", "records")
+    __slots__ = ("bytes", "failed_early", "first_error", "records", "strict")
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = False) -> None:
         self.records = 0
         self.bytes = 0
         self.failed_early = 0
         self.first_error: str | None = None
+        #: In a transaction one refused record dooms the task: raise at once.
+        self.strict = strict
 
     def note(self, exc: BaseException) -> None:
+        if self.strict:
+            raise exc
         self.failed_early += 1
         if self.first_error is None:
             self.first_error = _describe(exc)
@@ -375,6 +421,8 @@ def run_task(spec: Spec, body: Any) -> dict[str, Any]:
 
 
 def _run_task(spec: Spec, body: Any) -> dict[str, Any]:
+    if spec.transactional_id_prefix is not None:
+        return _run_transaction(spec, spec.transactional_id_prefix, body)
     started = time.perf_counter()
     producer, name, tasks = _lease(spec)
     result = TaskResult()
@@ -404,6 +452,83 @@ def _run_task(spec: Spec, body: Any) -> dict[str, Any]:
     delivered = taken - (after.failed - before.failed)
     result.records = taken + result.failed_early
     return _task_stats(result, name, tasks, delivered, failed, first, started)
+
+
+def _run_transaction(spec: Spec, prefix: str, body: Any) -> dict[str, Any]:
+    """Run the task as one transaction of its own producer: commit or abort, then close.
+
+    The producer is made for this attempt and never cached: starting it runs
+    InitProducerId, which is what fences an earlier attempt of the same partition (and
+    aborts what that attempt left open); a cached one would skip that, and could itself
+    have been fenced since by an attempt on another worker.
+    """
+    from pyspark import TaskContext
+
+    started = time.perf_counter()
+    tc = TaskContext.get()
+    if tc is None:
+        raise InvalidArgumentError(
+            "a transactional write runs inside Spark tasks: its transactional ids come "
+            "from the task's partition index"
+        )
+    partition, attempt = tc.partitionId(), tc.attemptNumber()
+    txn_id = transactional_id(prefix, partition)
+    name = _new_name()
+    producer = SyncProducer(**spec.config, transactional_id=txn_id)
+    result = TaskResult(strict=True)
+    before = None
+    try:
+        producer.begin_transaction()  # starts the producer: InitProducerId fences
+        before = producer.tally()
+        body(producer, result)
+        if spec.flush_timeout is not None:
+            producer.flush(spec.flush_timeout)
+        producer.commit_transaction()  # delivers every record first; commits only if all were
+        after = producer.tally()
+    except Exception as exc:
+        sent = _sent_since(producer, before)
+        _abort_and_close(producer)
+        from .spark import SparkWriteError  # the public error; spark imports this module
+
+        cause = _describe(exc)
+        raise SparkWriteError(
+            f"transaction {txn_id!r} of partition {partition} (attempt {attempt}) was "
+            f"aborted, none of its {sent} records sent is committed: {cause}",
+            first_error=cause,
+            failed=sent,
+            records=sent,
+        ) from exc
+    except BaseException:
+        _abort_and_close(producer)
+        raise
+    producer.close()
+    taken = after.records - before.records
+    result.records = taken
+    return _task_stats(result, name, 1, taken, 0, None, started)
+
+
+def _sent_since(producer: SyncProducer, before: Any) -> int:
+    if before is None:
+        return 0
+    try:
+        return int(producer.tally().records - before.records)
+    except Exception:  # the producer is gone: the count is unknown
+        return 0
+
+
+def _abort_and_close(producer: SyncProducer) -> None:
+    """Abort what the task left open (best effort: a fenced or unreachable producer cannot,
+    and then the next attempt's InitProducerId, or the transaction timeout, aborts it)."""
+    with contextlib.suppress(Exception):
+        producer.abort_transaction()
+    producer.close(timeout=0)
+
+
+def _new_name() -> str:
+    global _created
+    with _cache_lock:
+        _created += 1
+        return f"{os.getpid()}-{_created}"
 
 
 def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

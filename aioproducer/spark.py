@@ -17,6 +17,10 @@ driver runs exactly one action over them and raises :class:`SparkWriteError` if 
 failed. :func:`partition_writer` does the same for ``rdd.foreachPartition`` over rows.
 
 Delivery is at least once: Spark reruns a failed task from its start, with a new producer.
+With ``transactional_id_prefix`` each task is one Kafka transaction (id
+``"<prefix>-<partition index>"``, so a rerun fences the attempt it replaces), committed
+after its last row: ``read_committed`` consumers see a task's rows all or none. Those
+producers are made per task and never cached (see :func:`write`).
 
 pyspark and pyarrow are imported only when these functions run; ``import aioproducer``
 never needs them.
@@ -25,6 +29,7 @@ never needs them.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,12 +41,12 @@ from ._spark_tasks import (
     Spec,
     TaskResult,
     cache_key,
+    check_config,
     make_spec,
     run_task,
     send,
     send_grouped,
 )
-from .config import ProducerConfig
 from .errors import InvalidArgumentError, KafkaError
 from .sync import SyncProducer
 
@@ -120,8 +125,10 @@ class WriteReport:
 class SparkWriteError(KafkaError):
     """Some records of a Spark write were not delivered.
 
-    ``report`` is the full :class:`WriteReport` (or ``None`` when a task raised it from
-    :func:`partition_writer`); ``first_error``, ``failed`` and ``records`` summarise it.
+    ``report`` is the full :class:`WriteReport`, or ``None`` when a task raised it (from
+    :func:`partition_writer`, or a transactional task whose transaction was aborted: then
+    :func:`write` raises it with the last failed attempt's message and ``first_error``);
+    ``first_error``, ``failed`` and ``records`` summarise it.
     """
 
     def __init__(
@@ -169,6 +176,7 @@ def write(
     partition: str | None = None,
     topic_column: str | None = None,
     flush_timeout: float | None = None,
+    transactional_id_prefix: str | None = None,
     **producer_config: Any,
 ) -> WriteReport:
     """Write every row of ``df`` to Kafka and return a :class:`WriteReport`.
@@ -187,6 +195,15 @@ def write(
     action. If any record failed, :class:`SparkWriteError` is raised with the first error,
     the counts and the report; a task that fails outright fails the Spark job (and Spark
     may retry it: delivery is at least once).
+
+    With ``transactional_id_prefix`` each task writes its rows in one Kafka transaction
+    under the id ``"<prefix>-<partition index>"``, the same for every attempt of that
+    partition: a new attempt fences the earlier ones and aborts what they left open. The
+    task commits after its last row (the commit delivers every record first); on any
+    failure it aborts and fails with :class:`SparkWriteError`, and a job whose retries run
+    out raises :class:`SparkWriteError` here. A ``read_committed`` consumer sees each
+    task's rows all or none. See docs/spark.md for what this does not guarantee (a
+    committed task Spark reruns writes its rows again).
     """
     schema = df.schema
     spec = make_spec(
@@ -200,6 +217,7 @@ def write(
         topic_column=topic_column,
         flush_timeout=flush_timeout,
         producer_config=producer_config,
+        transactional_id_prefix=transactional_id_prefix,
     )
     wanted = [spec.value, spec.key, spec.headers, spec.partition, spec.topic_column]
     columns = list(dict.fromkeys(c for c in wanted if c is not None))
@@ -207,9 +225,29 @@ def write(
     stats_df = df.select(*columns).mapInArrow(ArrowTask(spec), STATS_DDL)
     # Exactly one full action: every further action on stats_df would write everything
     # again, and limit-style actions (first, show, take) would run only some partitions.
-    rows = [row.asDict() for row in stats_df.collect()]
+    if spec.transactional_id_prefix is None:
+        rows = [row.asDict() for row in stats_df.collect()]
+    else:
+        rows = _collect_transactional(stats_df)
     elapsed = time.perf_counter() - started
     return _report(spec.topic, rows, elapsed)
+
+
+def _collect_transactional(stats_df: Any) -> list[dict[str, Any]]:
+    """Collect the tasks' figures; a task that ran out of retries raises SparkWriteError."""
+    try:
+        return [row.asDict() for row in stats_df.collect()]
+    except Exception as exc:
+        # Spark hands the driver the worker's traceback as text, not the exception: find
+        # the task's own message in it (the last one is the final attempt's).
+        found = re.findall(r"SparkWriteError: (transaction .*?)\s*$", str(exc), re.MULTILINE)
+        if not found:
+            raise
+        message = found[-1]
+        cause = message.split(" is committed: ", 1)[-1]
+        raise SparkWriteError(
+            f"a transactional write failed: {message}", first_error=cause
+        ) from exc
 
 
 def _report(topic: str | None, rows: list[dict[str, Any]], elapsed: float) -> WriteReport:
@@ -327,6 +365,7 @@ def partition_writer(
     partition: str | None = None,
     topic_column: str | None = None,
     flush_timeout: float | None = None,
+    transactional_id_prefix: str | None = None,
     **producer_config: Any,
 ) -> PartitionWriter:
     """A callable for ``rdd.foreachPartition(...)`` that writes rows to Kafka.
@@ -334,7 +373,8 @@ def partition_writer(
     The columns are named as in :func:`write` (rows are read by name; a missing ``key``
     field under the default name means no keys). Settings are checked here, on the driver;
     each partition flushes before its task ends and raises :class:`SparkWriteError` if
-    any of its records failed.
+    any of its records failed. ``transactional_id_prefix`` makes each partition one
+    transaction, as in :func:`write`.
 
     ::
 
@@ -343,7 +383,7 @@ def partition_writer(
     if topic is None and topic_column is None:
         raise InvalidArgumentError("give a topic, or a topic_column naming each row's topic")
     config = {"bootstrap_servers": bootstrap_servers, **producer_config}
-    ProducerConfig.from_kwargs(config)
+    check_config(config, transactional_id_prefix)
     spec = Spec(
         topic=topic,
         key=key,
@@ -355,6 +395,7 @@ def partition_writer(
         producer_config=tuple(sorted(config.items())),
         cache_key=cache_key(config),
         flush_timeout=flush_timeout,
+        transactional_id_prefix=transactional_id_prefix,
     )
     return _RowsWriter(spec) if key == DEFAULT_KEY else PartitionWriter(spec)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -19,16 +20,24 @@ from typing import Any, Protocol
 
 from ..protocol.error_codes import ErrorCode
 from ..protocol.messages import (
+    KEY_TYPE_TRANSACTION,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
     BrokerMetadata,
+    Coordinator,
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     FetchTopicResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsPartitionResponse,
@@ -48,7 +57,8 @@ from ..protocol.messages import (
 )
 from ..protocol.versions import CODEC_VERSIONS, ApiKey
 from ._fake_faults import Rule
-from ._fake_log import Log, Partition
+from ._fake_log import Log, Partition, producer_fields
+from ._fake_txn import TransactionCoordinator
 
 __all__ = ["ADVERTISED_VERSIONS", "Apis", "Drop", "Settings"]
 
@@ -64,7 +74,18 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
         ApiKey.CREATE_TOPICS,
         ApiKey.INIT_PRODUCER_ID,
     )
+} | {
+    # Transactions as a version 1 coordinator serves them (no finalized
+    # transaction.version is advertised, so producers use version 1).
+    ApiKey.FIND_COORDINATOR: CODEC_VERSIONS[ApiKey.FIND_COORDINATOR],
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 4),
 }
+
+# The transactional flag of a v2 batch's attributes.
+_TRANSACTIONAL_FLAG = 0x10
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21
 
 _INT32_MAX = (1 << 31) - 1
 
@@ -104,6 +125,8 @@ class Apis:
         self._lock = lock
         self._endpoints = endpoints
         self._appended: asyncio.Event | None = None
+        #: Transactional ids and the transactions they ended (under ``lock``).
+        self.coordinator = TransactionCoordinator()
 
     def start(self) -> None:
         """Called on the cluster's loop when it starts: long-polling fetches wait on it."""
@@ -129,6 +152,12 @@ class Apis:
             return self._init_producer_id(request, rule)
         if isinstance(request, CreateTopicsRequest):
             return self._create_topics(request, rule)
+        if isinstance(request, FindCoordinatorRequest):
+            return self._find_coordinator(request, rule)
+        if isinstance(request, AddPartitionsToTxnRequest):
+            return self._add_partitions_to_txn(request, rule)
+        if isinstance(request, EndTxnRequest):
+            return self._end_txn(request, rule)
         raise Drop()
 
     def api_versions(self, error: int) -> ApiVersionsResponse:
@@ -172,12 +201,74 @@ class Apis:
     ) -> InitProducerIdResponse:
         if rule is not None:
             return InitProducerIdResponse(0, rule.error)
+        if request.transactional_id is not None:
+            with self._lock:
+                code, producer_id, epoch = self.coordinator.init_producer_id(
+                    request.transactional_id,
+                    request.producer_id,
+                    request.producer_epoch,
+                    self._log.new_producer_id(),
+                )
+            return InitProducerIdResponse(0, code, producer_id, epoch)
         # Like Kafka for a producer without a transactional id: always a fresh id at
         # epoch 0, whatever id and epoch the request carries (an idempotent producer
         # bumps its epoch itself).
         with self._lock:
             producer_id = self._log.new_producer_id()
         return InitProducerIdResponse(0, 0, producer_id, 0)
+
+    def _find_coordinator(
+        self, request: FindCoordinatorRequest, rule: Rule | None
+    ) -> FindCoordinatorResponse:
+        # Every transactional id is coordinated by the lowest running node; the fake has
+        # no consumer groups to coordinate.
+        live = self._endpoints()
+        code = rule.error if rule is not None else ErrorCode.NONE
+        if not code and (request.key_type != KEY_TYPE_TRANSACTION or not live):
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        node = live[min(live)] if live and not code else None
+        if request.coordinator_keys:
+            if node is None:
+                found = [Coordinator(key, error_code=code) for key in request.coordinator_keys]
+            else:
+                found = [
+                    Coordinator(key, node.node_id, node.host, node.port)
+                    for key in request.coordinator_keys
+                ]
+            return FindCoordinatorResponse(coordinators=found)
+        if node is None:
+            return FindCoordinatorResponse(error_code=code)
+        return FindCoordinatorResponse(node_id=node.node_id, host=node.host, port=node.port)
+
+    def _add_partitions_to_txn(
+        self, request: AddPartitionsToTxnRequest, rule: Rule | None
+    ) -> AddPartitionsToTxnResponse:
+        topics = request.v3_and_below_topics
+        if rule is not None:
+            code = rule.error
+        else:
+            with self._lock:
+                code = self.coordinator.add_partitions(
+                    request.v3_and_below_transactional_id,
+                    request.v3_and_below_producer_id,
+                    request.v3_and_below_producer_epoch,
+                    [(t, p) for t, parts in topics for p in parts],
+                )
+        return AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=[(t, [(p, code) for p in parts]) for t, parts in topics]
+        )
+
+    def _end_txn(self, request: EndTxnRequest, rule: Rule | None) -> EndTxnResponse:
+        if rule is not None:
+            return EndTxnResponse(0, rule.error)
+        with self._lock:
+            code = self.coordinator.end(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.committed,
+            )
+        return EndTxnResponse(0, code)
 
     def _create_topics(
         self, request: CreateTopicsRequest, rule: Rule | None
@@ -229,6 +320,8 @@ class Apis:
                         answer = ProducePartitionResponse(index, rule.error)
                     elif request.acks not in (0, 1, -1):
                         answer = ProducePartitionResponse(index, ErrorCode.INVALID_REQUIRED_ACKS)
+                    elif code := self._transaction_error(name, index, data):
+                        answer = ProducePartitionResponse(index, code)
                     else:
                         answer = self._log.append(node, name, index, data)
                     if answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -250,6 +343,17 @@ class Apis:
                 raise Drop()
             return None
         return ProduceResponse(topics, 0, list(endpoints.values()))
+
+    def _transaction_error(self, topic: str, index: int, data: bytes) -> int:
+        """The error for a transactional batch whose partition is not in its transaction."""
+        fields = producer_fields(data)
+        if fields is None:
+            return ErrorCode.NONE
+        (attributes,) = _ATTRIBUTES.unpack_from(data, _ATTRIBUTES_AT)
+        if not attributes & _TRANSACTIONAL_FLAG:
+            return ErrorCode.NONE
+        producer_id, epoch, _sequence, _count = fields
+        return self.coordinator.check_produce(producer_id, epoch, topic, index)
 
     def _current_leader(self, topic: str, index: int) -> tuple[int, int, BrokerMetadata] | None:
         """(leader, leader epoch, endpoint) of a partition whose leader is running."""

@@ -17,9 +17,17 @@ real broker will not produce on demand::
         assert [r.value for r in fc.records("events", 0)] == [b"a", b"b"]
 
 It advertises only the API versions it implements (Produce 3-12, Fetch 4-12, ListOffsets
-1-11, Metadata 0-12, ApiVersions 0-4, CreateTopics 2-7, InitProducerId 0-5), so clients
-negotiate down to them. There is no replication, no consumer groups, no transactions and
-no authentication: every partition has exactly one replica, its leader.
+1-11, Metadata 0-12, ApiVersions 0-4, CreateTopics 2-7, InitProducerId 0-5,
+FindCoordinator 0-6, AddPartitionsToTxn 0-3, EndTxn 0-4), so clients negotiate down to
+them. There is no replication, no consumer groups and no authentication: every partition
+has exactly one replica, its leader.
+
+Transactions are served as a transaction version 1 coordinator (the lowest running node)
+sees them: InitProducerId with a transactional id (a new epoch for a known id, which
+fences its holder and aborts its open transaction), AddPartitionsToTxn, EndTxn, and
+transactional batches only for partitions added to their transaction. Outcomes are kept
+by the coordinator (:meth:`FakeCluster.transactions`); no markers are written to the
+partitions, so consumers reading ``read_committed`` get no isolation from the fake.
 
 Tests wait for what they expect instead of sleeping: :meth:`FakeCluster.wait_for_requests`
 and :meth:`FakeCluster.wait_for_records` block (their ``async`` twins
@@ -49,11 +57,12 @@ from ._fake_apis import ADVERTISED_VERSIONS as ADVERTISED_VERSIONS
 from ._fake_faults import Faults, Rule, api_key, error_code
 from ._fake_log import Log
 from ._fake_server import BatchInfo, RequestRecord, Server
+from ._fake_txn import EndedTransaction
 
-__all__ = ["BatchInfo", "ErrorCode", "FakeCluster", "RequestRecord"]
+__all__ = ["BatchInfo", "EndedTransaction", "ErrorCode", "FakeCluster", "RequestRecord"]
 
 # Defined with the server that fills them in; shown and pickled as this module's.
-BatchInfo.__module__ = RequestRecord.__module__ = __name__
+BatchInfo.__module__ = RequestRecord.__module__ = EndedTransaction.__module__ = __name__
 
 _T = TypeVar("_T")
 
@@ -421,6 +430,17 @@ class FakeCluster:
         target = self._server.brokers[broker]
         if not target.running:
             self._call(lambda: self._server.listen(target))
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def transactions(self, transactional_id: str | None = None) -> list[EndedTransaction]:
+        """Transactions the coordinator ended (by EndTxn, or aborted when their id was
+        initialized again), oldest first; those of one ``transactional_id`` if given."""
+        with self._lock:
+            ended = list(self._server.apis.coordinator.ended)
+        if transactional_id is None:
+            return ended
+        return [t for t in ended if t.transactional_id == transactional_id]
 
     # -- request log -------------------------------------------------------------------------
 

@@ -97,8 +97,11 @@ def test_api_versions_advertises_only_what_is_implemented(client: Client) -> Non
         2: (1, 11),
         3: (0, 12),
         18: (0, 4),
+        10: (0, 6),
         19: (2, 7),
         22: (0, 5),
+        24: (0, 3),
+        26: (0, 4),
     }
 
 

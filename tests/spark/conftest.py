@@ -1,4 +1,8 @@
-"""One local PySpark session (``local[2]``) shared by the Spark tests of the session."""
+"""One local PySpark session (``local[2,2]``) shared by the Spark tests of the session.
+
+Two cores, and a failed task is tried once more (``local[N,F]``: local mode ignores
+``spark.task.maxFailures``), as on a cluster: the transactional tests rely on the retry.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A ``local[2]`` SparkSession whose Python workers run this interpreter."""
+    """A ``local[2,2]`` SparkSession whose Python workers run this interpreter."""
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
     from pyspark.sql import SparkSession
@@ -20,7 +24,7 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,2]")
         .appName("aioproducer-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
