@@ -290,6 +290,14 @@ class Sender:
                     self._fail_all_queued(discard)
             self._expire(now)
             delay = self._send_ready(now)
+            if (
+                (self._need_new_pid or self._need_bump)
+                and self._in_flight_calls == 0
+                and self._fatal is None
+            ):
+                # _send_ready held a batch back for a new epoch (e.g. its partition's
+                # sequences were forgotten): bump now, nothing else would wake us for it.
+                continue
             if txn is not None and txn.has_pending_partitions():
                 # Batches of partitions new to the transaction wait for this.
                 await txn.add_partitions()

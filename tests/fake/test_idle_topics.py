@@ -94,3 +94,22 @@ async def test_ten_thousand_topics_leave_the_metadata_once_idle() -> None:
         f"{metadata_requests} metadata requests; tracked {busy['topics_tracked']:.0f} topics "
         f"-> {idle['topics_tracked']:.0f} after idling"
     )
+
+
+async def test_a_new_topic_after_the_last_one_expired_goes_out_at_once() -> None:
+    # With the default metadata_max_age_ms (5 minutes) no periodic refresh comes to the
+    # rescue: the record for the new topic waits for the epoch bump that forgotten
+    # sequences call for, and the sender must do it without being woken again.
+    with FakeCluster(brokers=1) as fc:
+        for name in ("a", "b"):
+            fc.create_topic(name, partitions=1)
+        async with Producer(fc.bootstrap_servers, metadata_max_idle_ms=1000) as producer:
+            await (await producer.send("a", b"first"))
+            await anyio.sleep(1.5)  # "a" idle past metadata_max_idle_ms
+            with anyio.fail_after(10):
+                # Its refresh (for "b" alone) expires "a" and forgets its sequences.
+                meta = await (await producer.send("b", b"second"))
+            assert meta.offset == 0
+            assert producer.metrics()["topics_tracked"] == 1
+            assert producer.metrics()["producer_epoch_bumps"] == 1
+        assert [r.value for r in fc.records("b", 0)] == [b"second"]
