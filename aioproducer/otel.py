@@ -224,16 +224,16 @@ class ProducerInstruments:
     def appended(self, span: Any, handle: DeliveryHandle) -> None:
         """A record is buffered: its span ends when its batch completes."""
         span.set_attribute("messaging.destination.partition.id", str(handle.partition))
-        batch = handle._batch
+        batch, index = handle.position()
         waiting = self._pending.get(batch)
         if waiting is None:
             if batch.done:
-                self._end(span, batch, handle._index)
+                self._end(span, batch, index)
                 return
-            self._pending[batch] = [(span, handle._index)]
+            self._pending[batch] = [(span, index)]
             batch.add_done_callback(self._batch_done)
         else:
-            waiting.append((span, handle._index))
+            waiting.append((span, index))
 
     def _batch_done(self, batch: ProducerBatch) -> None:
         for span, index in self._pending.pop(batch, ()):
@@ -260,7 +260,7 @@ class ProducerInstruments:
             span.set_attribute("messaging.kafka.offset", meta.offset)
         span.end()
 
-    def start_bulk(self, producer: Producer, topic: str, count: int) -> Any:
+    def start_bulk(self, producer: Producer | SyncProducer, topic: str, count: int) -> Any:
         """Start the one span of a bulk send of ``count`` records."""
         return self.tracer.start_span(
             f"send {topic}",
@@ -305,9 +305,10 @@ class ProducerInstruments:
     def bulk_tracked(self, span: Any, bulk: BulkDelivery, error: BaseException | None) -> None:
         """A bulk send buffered what it could (``error``: why it stopped early); its span
         ends when every buffered record has an outcome."""
-        span.set_attribute("messaging.batch.message_count", bulk.records)
 
         def done(bulk: BulkDelivery) -> None:
+            # Counted here: a SyncProducer's bulk is tracked before the loop appends it.
+            span.set_attribute("messaging.batch.message_count", bulk.records)
             first = bulk.first_error if bulk.records else None
             failure = first if first is not None else error
             if bulk.records:

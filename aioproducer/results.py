@@ -68,6 +68,11 @@ class DeliveryHandle:
         """Whether the record has been delivered or has failed."""
         return self._batch.done
 
+    def position(self) -> tuple[ProducerBatch, int]:
+        """Package-internal (instrumentation): the batch holding the record, and the
+        record's index in it."""
+        return self._batch, self._index
+
     def result(self) -> RecordMetadata:
         """The metadata of a delivered record; raises its error if it failed.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -410,27 +411,33 @@ class SyncProducer:
         # One timestamp for the call, as a bulk send has.
         ts = record_timestamp(timestamp_ms)
         prepare = engine.intake.record
+        hook = Producer._instrumentation
         out: list[DeliveryFuture] = []
         for start in range(0, count, _STEP):
             records: list[PreparedRecord] = []
             add = records.append
+            spans: list[Any] = []
             error: KafkaError | None = None
             try:
                 for i in range(start, min(count, start + _STEP)):
-                    add(
-                        prepare(
-                            topic,
-                            key_list[i] if key_list is not None else None,
-                            values[i],
-                            header_list[i] if header_list is not None else None,
-                            partition,
-                            ts,
-                        )
-                    )
+                    key = key_list[i] if key_list is not None else None
+                    hdrs = header_list[i] if header_list is not None else None
+                    if hook is not None:
+                        # One span per record, as Producer.send_many: each has its own
+                        # outcome and its own trace context in its headers.
+                        span, hdrs = hook.start(self, topic, key, hdrs)
+                        spans.append(span)
+                    add(prepare(topic, key, values[i], hdrs, partition, ts))
             except KafkaError as exc:
                 error = exc
+                if hook is not None:
+                    hook.failed(spans.pop(), exc)
             if records:
-                out += handoff.put_many(records)
+                futures = handoff.put_many(records)
+                if hook is not None:
+                    for span, future in zip(spans, futures, strict=True):
+                        future.add_done_callback(functools.partial(_settle_span, hook, span))
+                out += futures
             if error is not None:
                 raise error
         return out
@@ -453,9 +460,16 @@ class SyncProducer:
         is invalid, the records before it are buffered and its error (naming its index)
         is raised.
         """
-        bulk, _count, error = self.send_bulk_until_error(
-            topic, values, keys, headers, partitions, timestamp_ms
-        )
+        hook = Producer._instrumentation
+        span = hook.start_bulk(self, topic, len(values)) if hook is not None else None
+        try:
+            bulk, _count, error = self.send_bulk_until_error(
+                topic, values, keys, headers, partitions, timestamp_ms, span=span
+            )
+        except BaseException as exc:
+            if span is not None:
+                hook.failed(span, exc)
+            raise
         if error is not None:
             raise error
         return BulkFuture(self._get_engine().handoff, bulk)
@@ -468,17 +482,24 @@ class SyncProducer:
         headers: Sequence[Any] | None,
         partitions: Sequence[int | None] | None,
         timestamp_ms: int | None = None,
+        *,
+        span: Any = None,
     ) -> tuple[BulkDelivery, int, BaseException | None]:
         """Package-internal (``aioproducer.spark``): :meth:`send_bulk` that returns
         instead of raising: buffers what comes before the first bad record and returns
         the bulk, how many records it holds (the bad record's index) and that record's
-        error (None if there is none)."""
+        error (None if there is none). ``span``: the call's tracing span, ended when the
+        bulk is done."""
         engine = self._get_engine()
         handoff = engine.handoff
         info = handoff.topic_info(topic)
         ts = record_timestamp(timestamp_ms)
         cols = engine.intake.columns(topic, info, values, keys, headers, partitions)
         bulk = BulkDelivery(topic, ts)
+        hook = Producer._instrumentation
+        if span is not None and hook is not None:
+            # Registered before the loop sees the bulk: from then on only the loop may.
+            hook.bulk_tracked(span, bulk, cols.error)
         handoff.put_runs(cols.slices(self.config.batch_size, bulk), BulkEnd(bulk, cols.order))
         return bulk, cols.count, cols.error
 
@@ -590,3 +611,7 @@ def _reinit_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
+def _settle_span(hook: Any, span: Any, future: DeliveryFuture) -> None:
+    hook.settled(span, future)

@@ -17,6 +17,7 @@ from aioproducer.errors import (
     DeliveryTimeoutError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
+    RecordTooLargeError,
 )
 from aioproducer.otel import AioproducerInstrumentor, instrument_producer, uninstrument_producer
 from aioproducer.testing import KafkaCluster
@@ -377,3 +378,57 @@ def test_a_spark_task_is_one_span(
     assert attrs["messaging.batch.message_count"] == 300
     assert attrs["aioproducer.bulk.failed"] == 0
     assert len(consume_all(kafka.bootstrap_servers, topic, expected=300)) == 300
+
+
+def test_sync_send_many_traces_each_record_and_send_bulk_the_call(
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    spans: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    from aioproducer import SyncProducer
+
+    many_topic, bulk_topic = new_topic(2), new_topic(2)
+    instrumentor = AioproducerInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        with SyncProducer(kafka.bootstrap_servers) as producer:
+            futures = producer.send_many(
+                many_topic, [b"m%d" % i for i in range(20)], keys=[b"k%d" % i for i in range(20)]
+            )
+            metas = [f.result(30) for f in futures]
+            bulk = producer.send_bulk(bulk_topic, [b"b%d" % i for i in range(500)]).result(30)
+            assert bulk.delivered == 500
+            # A bad record midway: the records before it go, the call raises, and its span
+            # still ends once they are delivered, carrying the error.
+            with pytest.raises(RecordTooLargeError):
+                producer.send_bulk(bulk_topic, [b"ok", b"x" * 2_000_000, b"never"])
+            producer.flush()
+            sent = _points(metric_reader)["aioproducer.records.sent"]
+    finally:
+        instrumentor.uninstrument()
+    assert sum(p.value for p in sent) == 20 + 500 + 1
+    finished = spans.get_finished_spans()
+    keyed = _by_key(finished)
+    assert sorted(keyed) == sorted(f"k{i}" for i in range(20))
+    for i, meta in enumerate(metas):
+        attrs = dict(keyed[f"k{i}"].attributes or {})
+        assert attrs["messaging.kafka.offset"] == meta.offset
+    for record in consume_all(kafka.bootstrap_servers, many_topic, expected=20):
+        ctx = keyed[(record.key or b"").decode()].get_span_context()
+        traceparent = (dict(record.headers)["traceparent"] or b"").decode()
+        assert traceparent.split("-")[1:3] == [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
+    calls = [
+        s for s in finished if (s.attributes or {}).get("messaging.destination.name") == bulk_topic
+    ]
+    assert len(calls) == 2  # one per send_bulk call, not one per record
+    whole, cut = sorted(calls, key=lambda s: s.start_time or 0)
+    assert dict(whole.attributes or {})["messaging.batch.message_count"] == 500
+    assert whole.status.status_code is not StatusCode.ERROR
+    assert dict(cut.attributes or {})["messaging.batch.message_count"] == 1
+    assert cut.status.status_code is StatusCode.ERROR
+    assert dict(cut.attributes or {})["error.type"] == "aioproducer.errors.RecordTooLargeError"
+    values = [r.value for r in consume_all(kafka.bootstrap_servers, bulk_topic, expected=501)]
+    assert sorted(values) == sorted([b"b%d" % i for i in range(500)] + [b"ok"])
