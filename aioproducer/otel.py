@@ -19,8 +19,8 @@ or for one producer only, with :func:`instrument_producer`. Either way:
 * counters, histograms and gauges are reported through the meter (see
   :class:`ProducerInstruments`), once per batch or request, never per record.
 
-Spans end in one callback per batch, not one per record. This module imports OpenTelemetry
-only when instrumenting; ``import aioproducer`` never needs it.
+Spans end in one callback per batch, not one per record. Importing this module needs the
+``otel`` extra; ``import aioproducer`` never imports it.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ import time
 import weakref
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
+
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined,unused-ignore]
+    BaseInstrumentor,
+)
 
 from .__about__ import __version__
 
@@ -386,46 +390,32 @@ def uninstrument_producer(producer: Producer) -> None:
         inst.detach(producer)
 
 
-class AioproducerInstrumentor:
-    """Instruments every :class:`~aioproducer.Producer` (the OpenTelemetry instrumentor
-    convention: ``instrument(tracer_provider=..., meter_provider=...)``, ``uninstrument()``).
+class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ignore]
+    """Instruments every :class:`~aioproducer.Producer`, as an OpenTelemetry instrumentor:
+    ``instrument(tracer_provider=..., meter_provider=...)``, ``uninstrument()``, and the
+    ``opentelemetry_instrumentor`` entry point ``aioproducer``, so ``opentelemetry-instrument``
+    picks it up.
 
     Spans start for every send from the call on; metrics are reported for producers
     started after it. ``uninstrument()`` stops both; producers instrumented one by one with
-    :func:`instrument_producer` keep their own.
+    :func:`instrument_producer` keep their own. One instance per process (the base class
+    makes it a singleton); a second ``instrument()`` without ``uninstrument()`` does nothing.
     """
 
-    _instance: AioproducerInstrumentor | None = None
     _inst: ProducerInstruments | None = None
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> AioproducerInstrumentor:
-        # One instrumentor per process, as opentelemetry-instrumentation's are.
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
 
     def instrumentation_dependencies(self) -> Collection[str]:
         """The packages this instrumentation applies to."""
         return ("aioproducer",)
 
-    @property
-    def is_instrumented_by_opentelemetry(self) -> bool:
-        """Whether :meth:`instrument` is in effect."""
-        return self._inst is not None
-
-    def instrument(self, **kwargs: Any) -> None:
-        """Instrument every producer; ``tracer_provider`` and ``meter_provider`` default
-        to the global ones. A second call without ``uninstrument()`` does nothing."""
-        if self._inst is not None:
-            return
+    def _instrument(self, **kwargs: Any) -> None:
         from .producer import Producer
 
         inst = ProducerInstruments(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
         type(self)._inst = inst
         Producer._instrumentation = inst
 
-    def uninstrument(self, **kwargs: Any) -> None:
-        """Stop instrumenting: sends no longer make spans, metrics are no longer reported."""
+    def _uninstrument(self, **kwargs: Any) -> None:
         inst = self._inst
         if inst is None:
             return

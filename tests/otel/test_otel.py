@@ -432,3 +432,33 @@ def test_sync_send_many_traces_each_record_and_send_bulk_the_call(
     assert dict(cut.attributes or {})["error.type"] == "aioproducer.errors.RecordTooLargeError"
     values = [r.value for r in consume_all(kafka.bootstrap_servers, bulk_topic, expected=501)]
     assert sorted(values) == sorted([b"b%d" % i for i in range(500)] + [b"ok"])
+
+
+def test_the_instrumentor_is_an_opentelemetry_instrumentor_found_by_its_entry_point(
+    tracer_provider: TracerProvider,
+) -> None:
+    from importlib.metadata import entry_points
+
+    from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+    from aioproducer import Producer
+
+    (entry,) = [
+        e for e in entry_points(group="opentelemetry_instrumentor") if e.name == "aioproducer"
+    ]
+    assert entry.load() is AioproducerInstrumentor
+    instrumentor = AioproducerInstrumentor()
+    assert isinstance(instrumentor, BaseInstrumentor)
+    assert AioproducerInstrumentor() is instrumentor  # one per process
+    try:
+        instrumentor.instrument(tracer_provider=tracer_provider)
+        hook = Producer._instrumentation
+        assert hook is not None
+        instrumentor.instrument(tracer_provider=tracer_provider)  # again: nothing changes
+        assert Producer._instrumentation is hook
+        assert instrumentor.is_instrumented_by_opentelemetry
+    finally:
+        instrumentor.uninstrument()
+    assert Producer._instrumentation is None
+    instrumentor.uninstrument()  # again: harmless
+    assert not instrumentor.is_instrumented_by_opentelemetry
