@@ -370,14 +370,23 @@ class _Listener:
 
 
 def instrument_producer(
-    producer: Producer, *, tracer_provider: Any = None, meter_provider: Any = None
+    producer: Producer,
+    *,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    tracing: bool = True,
 ) -> ProducerInstruments:
     """Trace and measure this one producer (whatever the global instrumentation does).
 
-    ``None`` providers mean the global ones. Call it before or after ``start()``.
+    ``None`` providers mean the global ones. ``tracing=False`` reports metrics only: no
+    span and no trace context per record, and no cost per record. Call it before or after
+    ``start()``.
     """
     inst = ProducerInstruments(tracer_provider, meter_provider)
-    producer._instrumentation = inst
+    if tracing:
+        producer._instrumentation = inst
+    else:
+        producer._metrics_instrumentation = inst
     if producer.intake.accepting:  # running: start() would attach it otherwise
         inst.attach(producer)
     return inst
@@ -385,9 +394,10 @@ def instrument_producer(
 
 def uninstrument_producer(producer: Producer) -> None:
     """Undo :func:`instrument_producer`: the producer follows the global setting again."""
-    inst = producer.__dict__.pop("_instrumentation", None)
-    if inst is not None:
-        inst.detach(producer)
+    for hook in ("_instrumentation", "_metrics_instrumentation"):
+        inst = producer.__dict__.pop(hook, None)
+        if inst is not None:
+            inst.detach(producer)
 
 
 class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ignore]
@@ -398,7 +408,8 @@ class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ign
 
     Spans start for every send from the call on; metrics are reported for producers
     started after it. ``uninstrument()`` stops both; producers instrumented one by one with
-    :func:`instrument_producer` keep their own. One instance per process (the base class
+    :func:`instrument_producer` keep their own. ``instrument(tracing=False)`` reports
+    metrics only, with no cost per record. One instance per process (the base class
     makes it a singleton); a second ``instrument()`` without ``uninstrument()`` does nothing.
     """
 
@@ -413,7 +424,10 @@ class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ign
 
         inst = ProducerInstruments(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
         type(self)._inst = inst
-        Producer._instrumentation = inst
+        if kwargs.get("tracing", True):
+            Producer._instrumentation = inst
+        else:
+            Producer._metrics_instrumentation = inst
 
     def _uninstrument(self, **kwargs: Any) -> None:
         inst = self._inst
@@ -422,6 +436,7 @@ class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ign
         from .producer import Producer
 
         Producer._instrumentation = None
+        Producer._metrics_instrumentation = None
         type(self)._inst = None
         for producer in list(inst.producers):
             inst.detach(producer)

@@ -65,10 +65,13 @@ class Producer:
     :class:`~aioproducer.errors.ConfigError` here.
     """
 
-    # The OpenTelemetry hook (``otel.py``): set on the class by
+    # The OpenTelemetry hooks (``otel.py``): set on the class by
     # ``AioproducerInstrumentor().instrument()``, on one producer by
-    # ``instrument_producer()``. None costs one attribute check per record.
+    # ``instrument_producer()``. ``_instrumentation`` traces every send (None costs one
+    # attribute check per record); ``_metrics_instrumentation`` only reports metrics, per
+    # batch, and costs nothing per record.
     _instrumentation: Any = None
+    _metrics_instrumentation: Any = None
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **config: Any):
         self.config = ProducerConfig.from_kwargs({"bootstrap_servers": bootstrap_servers, **config})
@@ -134,8 +137,9 @@ class Producer:
         self._cluster.request_refresh()
         self._state = _RUNNING
         self.intake.accepting = True
-        if self._instrumentation is not None:
-            self._instrumentation.attach(self)
+        hook = self._instrumentation or self._metrics_instrumentation
+        if hook is not None:
+            hook.attach(self)
         if self._txn is not None:
             try:
                 await self._txn.initialize()

@@ -462,3 +462,41 @@ def test_the_instrumentor_is_an_opentelemetry_instrumentor_found_by_its_entry_po
     assert Producer._instrumentation is None
     instrumentor.uninstrument()  # again: harmless
     assert not instrumentor.is_instrumented_by_opentelemetry
+
+
+async def test_metrics_without_tracing(
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    spans: InMemorySpanExporter,
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    metric_reader: InMemoryMetricReader,
+) -> None:
+    topic = new_topic(2)
+    instrumentor = AioproducerInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, tracing=False
+    )
+    try:
+        # Nothing is called per record: the per-send hook stays unset.
+        assert Producer._instrumentation is None
+        async with Producer(kafka.bootstrap_servers) as producer:
+            for i in range(100):
+                await producer.send(topic, b"g%d" % i)
+            await producer.flush()
+            global_sent = sum(p.value for p in _points(metric_reader)["aioproducer.records.sent"])
+    finally:
+        instrumentor.uninstrument()
+    async with Producer(kafka.bootstrap_servers) as producer:
+        instrument_producer(producer, meter_provider=meter_provider, tracing=False)
+        await producer.send_bulk(topic, [b"p%d" % i for i in range(50)])
+        await producer.flush()
+        total_sent = sum(p.value for p in _points(metric_reader)["aioproducer.records.sent"])
+    assert global_sent == 100
+    assert total_sent == 150
+    assert spans.get_finished_spans() == ()
+    records = consume_all(kafka.bootstrap_servers, topic, expected=150)
+    assert all("traceparent" not in dict(r.headers or []) for r in records)
+    assert sorted(r.value for r in records) == sorted(
+        [b"g%d" % i for i in range(100)] + [b"p%d" % i for i in range(50)]
+    )
