@@ -53,6 +53,10 @@ CLIENTS: dict[str, ClientSpec] = {
         "bench.clients.aioproducer_trio",
         "same as aioproducer, under trio",
     ),
+    "aioproducer-otel": ClientSpec(
+        "bench.clients.aioproducer_otel",
+        "same as aioproducer, with OpenTelemetry tracing and metrics on (SDK, spans dropped)",
+    ),
     "aioproducer-bulk": ClientSpec(
         "bench.clients.aioproducer_bulk",
         "`await producer.send_many()` (a handle per record) in chunks of 10,000 records",
