@@ -561,16 +561,19 @@ class _UnreachableLog:
 
     def __init__(self, interval: float = _UNREACHABLE_WARN_INTERVAL_S) -> None:
         self._interval = interval
-        #: address -> (time of the last warning, failures since then not warned about)
-        self._state: dict[str, tuple[float, int]] = {}
+        #: address -> (time of the last warning, failures since then not warned about,
+        #: whether "connected" was said since that warning). Kept after a reconnect, so a
+        #: flapping broker (connects, drops, connects...) gets no more than a warning and
+        #: an all-clear per interval, not a pair per flap.
+        self._state: dict[str, tuple[float, int, bool]] = {}
 
     def failed(self, address: str, exc: BaseException) -> None:
         now = time.monotonic()
         last = self._state.get(address)
         if last is not None and now - last[0] < self._interval:
-            self._state[address] = (last[0], last[1] + 1)
+            self._state[address] = (last[0], last[1] + 1, last[2])
             return
-        self._state[address] = (now, 0)
+        self._state[address] = (now, 0, False)
         reason, advice = _why_unreachable(exc)
         repeats = ""
         if last is not None and last[1]:
@@ -578,7 +581,9 @@ class _UnreachableLog:
         log.warning("cannot connect to %s (%s): %s%s", address, reason, advice, repeats)
 
     def connected(self, address: str) -> None:
-        if self._state.pop(address, None) is not None:
+        last = self._state.get(address)
+        if last is not None and not last[2]:
+            self._state[address] = (last[0], last[1], True)
             log.info("connected to %s", address)
 
 

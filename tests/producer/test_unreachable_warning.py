@@ -111,3 +111,25 @@ def test_reasons_are_told_in_plain_words() -> None:
     assert reason == "no route to host"
     reason, _ = _why_unreachable(ConnectionError("closed the connection during the handshake"))
     assert reason == "closed the connection during the handshake"
+
+
+def test_a_flapping_broker_gets_a_warning_and_an_all_clear_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="aioproducer")
+    refused = refused_error("127.0.0.1:1")
+    log = _UnreachableLog(interval=0.2)
+    for _ in range(10):  # drops and comes back, over and over
+        log.failed("127.0.0.1:1", refused)
+        log.connected("127.0.0.1:1")
+    time.sleep(0.25)
+    log.failed("127.0.0.1:1", refused)
+    log.connected("127.0.0.1:1")
+
+    assert [r.getMessage() for r in caplog.records] == [
+        "cannot connect to 127.0.0.1:1 (connection refused): is Kafka running there?",
+        "connected to 127.0.0.1:1",
+        "cannot connect to 127.0.0.1:1 (connection refused): is Kafka running there?"
+        " (9 more failed attempts since the last warning)",
+        "connected to 127.0.0.1:1",
+    ]
