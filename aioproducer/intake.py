@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .accumulator import Accumulator, ProducerBatch
+from .adaptive import DrainClock, PartitionLoad
 from .budget import MemoryBudget
 from .cluster import Cluster, TopicInfo
 from .config import ProducerConfig
@@ -183,6 +184,7 @@ class Intake:
         acc: Accumulator,
         cluster: Cluster,
         wake_sender: Callable[[], None],
+        drain_clock: DrainClock | None = None,
     ) -> None:
         self.config = config
         #: The memory budget records are admitted into (see ``budget.py``).
@@ -196,7 +198,10 @@ class Intake:
         self.gate: Callable[[], None] | None = None
         self._acc = acc
         self._wake_sender = wake_sender
-        self._sticky = StickyPartitioner(config.batch_size)
+        load = None
+        if config.partitioner_adaptive_partitioning_enable:
+            load = PartitionLoad(acc.batches, self._leaders, drain_clock)
+        self._sticky = StickyPartitioner(config.batch_size, load=load)
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._custom = config.partitioner
@@ -490,6 +495,10 @@ class Intake:
         if wake:
             self._wake_sender()
         return wake
+
+    def _leaders(self, topic: str) -> dict[int, int] | None:
+        info = self.cluster.snapshot.topics.get(topic)
+        return info.leaders if info is not None else None
 
     def forget_topics(self, topics: list[str]) -> None:
         """Drop per-topic state of ``topics``, which left the metadata (loop)."""
