@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -78,6 +79,8 @@ class ProducerBatch:
         self.builder = builder
         self.created = now
         self.deadline = deadline
+        #: Bytes this batch holds in the memory budget; the accumulator keeps it equal to
+        #: ``builder.size_in_bytes`` while the batch is open, and reads it as such.
         self.reserved = 0
         self.full = False
         self.done = False
@@ -241,38 +244,47 @@ class Accumulator:
         value: bytes | bytearray | None,
         headers: HeaderList | None,
         reserved: int,
-        now: float,
+        now: float | None = None,
     ) -> tuple[DeliveryHandle, bool]:
         """Append a record whose ``reserved`` bytes (its estimate) are already reserved.
 
         Returns the record's handle and whether the sender should be woken (a batch became
-        full or a new batch started, which moves the earliest linger deadline).
+        full or a new batch started, which moves the earliest linger deadline). ``now``
+        (the monotonic clock if None) dates a batch the record opens.
         """
-        tp = (topic, partition)
-        dq = self.batches.get(tp)
-        wake = False
+        # Per record, this is the hottest method: an open batch's ``reserved`` is its
+        # builder's ``size_in_bytes`` (the header plus every record's exact size, see
+        # below and append_run), read here without a property call per record.
+        dq = self.batches.get((topic, partition))
         batch = dq[-1] if dq else None
         if (
             batch is None
             or batch.full
-            or (batch.builder.size_in_bytes + reserved > self.batch_size and batch.record_count)
+            or (
+                batch.reserved + reserved > self.batch_size
+                and batch.reserved > RECORD_BATCH_OVERHEAD
+            )
         ):
             if batch is not None:
                 batch.full = True
-            batch = self._new_batch(topic, partition, now)
+            batch = self._new_batch(topic, partition, time.monotonic() if now is None else now)
             if dq is None:
-                dq = self.batches[tp] = collections.deque()
+                dq = self.batches[(topic, partition)] = collections.deque()
             dq.append(batch)
             wake = True
             # The header is charged to the batch, outside the record's own estimate.
             self.budget.charge(RECORD_BATCH_OVERHEAD)
-            batch.reserved += RECORD_BATCH_OVERHEAD
-        index = batch.builder.record_count
-        added = batch.builder.append(timestamp_ms, key, value, headers or ())
+            batch.reserved = RECORD_BATCH_OVERHEAD
+        else:
+            wake = False
+        builder = batch.builder
+        index = builder.record_count
+        added = builder.append(timestamp_ms, key, value, headers or ())
         # Give back what the estimate over-reserved.
         self.budget.release(reserved - added)
-        batch.reserved += added
-        if batch.builder.size_in_bytes >= self.batch_size:
+        size = batch.reserved + added
+        batch.reserved = size
+        if size >= self.batch_size:
             batch.full = True
             wake = True
         self.last_batch_full = batch.full
@@ -280,8 +292,8 @@ class Accumulator:
             batch,
             index,
             timestamp_ms,
-            len(key) if key is not None else -1,
-            len(value) if value is not None else -1,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
         )
         return handle, wake
 

@@ -432,7 +432,7 @@ class Intake:
             self.budget.release(need)
             raise
         acc = self._acc
-        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need, time.monotonic())
+        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need)
         if sticky:
             # The record went into the partition's newest batch, so its fullness is the
             # partition's.
