@@ -415,17 +415,20 @@ class Intake:
         raised.
         """
         topic, key, value, hdrs, ts, explicit, need = record
-        sticky = (
-            explicit is None and (key is None or not self._keys_decide) and self._custom is None
-        )
+        # The sticky partitioner's [partition, bytes produced] for the topic, read and
+        # updated in place (no call per record), when it places this record.
+        state: list[int] | None = None
         try:
             if not self.accepting:
                 raise ProducerClosedError("the producer was closed before the record")
             if self.gate is not None:
                 self.gate()
-            if sticky:
-                # partition() for the common case, without its frame.
-                part = self._sticky.partition(topic, info.available, len(info.partitions))
+            if explicit is None and (key is None or not self._keys_decide) and self._custom is None:
+                state = self._sticky.states.get(topic)
+                if state is None or state[0] >= len(info.partitions):
+                    self._sticky.partition(topic, info.available, len(info.partitions))
+                    state = self._sticky.states[topic]
+                part = state[0]
             else:
                 part = self.partition(topic, info, key, explicit)
         except BaseException:
@@ -433,12 +436,15 @@ class Intake:
             raise
         acc = self._acc
         handle, wake = acc.append(topic, part, ts, key, value, hdrs, need)
-        if sticky:
-            # The record went into the partition's newest batch, so its fullness is the
-            # partition's.
-            self._sticky.on_append(
-                topic, part, need, acc.last_batch_full, info.available, len(info.partitions)
-            )
+        if state is not None:
+            produced = state[1] + need
+            state[1] = produced
+            if produced >= self._sticky.batch_size:
+                # Time to consider moving on (on_append decides, from the fullness of
+                # the batch the record went into, the partition's newest).
+                self._sticky.on_append(
+                    topic, part, 0, acc.last_batch_full, info.available, len(info.partitions)
+                )
         if wake:
             self._wake_sender()
         return handle, wake

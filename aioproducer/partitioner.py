@@ -161,7 +161,7 @@ class StickyPartitioner:
     weights that favour short queues, and brokers that stalled are skipped.
     """
 
-    __slots__ = ("_batch_size", "_load", "_rng", "_state")
+    __slots__ = ("_load", "_rng", "batch_size", "states")
 
     def __init__(
         self,
@@ -169,18 +169,21 @@ class StickyPartitioner:
         rng: random.Random | None = None,
         load: PartitionLoad | None = None,
     ) -> None:
-        self._batch_size = max(1, batch_size)
+        #: Bytes after which the partition may change (at ``2 * batch_size`` it must).
+        self.batch_size = max(1, batch_size)
         self._rng = rng or random.Random()
         self._load = load
-        # topic -> [current partition, bytes produced to it]
-        self._state: dict[str, list[int]] = {}
+        #: topic -> [current partition, bytes produced to it since it was chosen]. The
+        #: intake's per-record path reads it directly and adds each record's bytes,
+        #: calling :meth:`on_append` (with size 0) only once they reach ``batch_size``.
+        self.states: dict[str, list[int]] = {}
 
     def partition(self, topic: str, available: Sequence[int], num_partitions: int) -> int:
         """The current sticky partition for ``topic``, choosing one if there is none."""
-        state = self._state.get(topic)
+        state = self.states.get(topic)
         if state is None or state[0] >= num_partitions:
             state = [self._choose(topic, available, num_partitions, -1), 0]
-            self._state[topic] = state
+            self.states[topic] = state
         return state[0]
 
     def on_append(
@@ -193,19 +196,19 @@ class StickyPartitioner:
         num_partitions: int,
     ) -> None:
         """Account ``size`` bytes appended to ``partition``; maybe switch to another one."""
-        state = self._state.get(topic)
+        state = self.states.get(topic)
         if state is None or state[0] != partition:
             return
         state[1] += size
         produced = state[1]
-        if produced >= 2 * self._batch_size or (produced >= self._batch_size and batch_full):
+        if produced >= 2 * self.batch_size or (produced >= self.batch_size and batch_full):
             state[0] = self._choose(topic, available, num_partitions, partition)
             state[1] = 0
 
     def forget(self, topics: Iterable[str]) -> None:
         """Drop the sticky choice of ``topics`` (they left the metadata)."""
         for topic in topics:
-            self._state.pop(topic, None)
+            self.states.pop(topic, None)
 
     def _choose(
         self, topic: str, available: Sequence[int], num_partitions: int, current: int
