@@ -69,6 +69,7 @@ class ProducerBatch:
         "retry_at",
         "sequence",
         "topic",
+        "unsettled",
     )
 
     def __init__(
@@ -79,9 +80,14 @@ class ProducerBatch:
         self.builder = builder
         self.created = now
         self.deadline = deadline
-        #: Bytes this batch holds in the memory budget; the accumulator keeps it equal to
-        #: ``builder.size_in_bytes`` while the batch is open, and reads it as such.
+        #: Bytes this batch holds in the memory budget for its records; the accumulator
+        #: keeps it equal to ``builder.size_in_bytes`` while the batch is open, and reads
+        #: it as such.
         self.reserved = 0
+        #: What the records' size estimates reserved beyond their encoded size, also held
+        #: in the budget: given back in one go when the batch stops taking records (full,
+        #: drained or finished) instead of once per record.
+        self.unsettled = 0
         self.full = False
         self.done = False
         self.in_flight = False
@@ -267,6 +273,7 @@ class Accumulator:
         ):
             if batch is not None:
                 batch.full = True
+                self._settle(batch)
             batch = self._new_batch(topic, partition, time.monotonic() if now is None else now)
             if dq is None:
                 dq = self.batches[(topic, partition)] = collections.deque()
@@ -280,12 +287,13 @@ class Accumulator:
         builder = batch.builder
         index = builder.record_count
         added = builder.append(timestamp_ms, key, value, headers or ())
-        # Give back what the estimate over-reserved.
-        self.budget.release(reserved - added)
+        # What the estimate over-reserved is given back when the batch is settled.
+        batch.unsettled += reserved - added
         size = batch.reserved + added
         batch.reserved = size
         if size >= self.batch_size:
             batch.full = True
+            self._settle(batch)
             wake = True
         self.last_batch_full = batch.full
         handle = DeliveryHandle(
@@ -375,6 +383,7 @@ class Accumulator:
                 if pos < stop or builder.size_in_bytes >= batch_size:
                     # The next record did not fit (or nothing more can): the batch is done.
                     batch.full = True
+                    self._settle(batch)
                     wake = True
         finally:
             # Give back what the estimates over-reserved, for appended and unappended
@@ -432,11 +441,17 @@ class Accumulator:
         self._forget(batch)
         batch.fail(exc)
 
+    def _settle(self, batch: ProducerBatch) -> None:
+        if batch.unsettled:
+            self.budget.release(batch.unsettled)
+            batch.unsettled = 0
+
     def _forget(self, batch: ProducerBatch) -> None:
         if batch in self.incomplete:
             del self.incomplete[batch]
-            self.budget.release(batch.reserved)
+            self.budget.release(batch.reserved + batch.unsettled)
             batch.reserved = 0
+            batch.unsettled = 0
 
     def split(self, batch: ProducerBatch, max_bytes: int, now: float) -> list[ProducerBatch]:
         """Split an oversized batch into smaller ones that replace it at its queue's head."""
@@ -457,8 +472,9 @@ class Accumulator:
             self.incomplete[child] = None
         # The children inherit the parent's memory reservation.
         if children:
-            children[0][0].reserved = batch.reserved
+            children[0][0].reserved = batch.reserved + batch.unsettled
         batch.reserved = 0
+        batch.unsettled = 0
         self.incomplete.pop(batch, None)
         batch.split_into(children)
         dq = self.batches.setdefault((batch.topic, batch.partition), collections.deque())
@@ -503,6 +519,7 @@ class Accumulator:
         if not dq:
             del self.batches[tp]
         batch.full = True
+        self._settle(batch)
         return batch
 
     def head(self, tp: TopicPartition) -> ProducerBatch | None:
