@@ -211,18 +211,22 @@ class Intake:
 
     # -- checking (any thread) --------------------------------------------------------------
 
+    # Values straight from the caller are typed Any on purpose: this module may be compiled
+    # (``speedups.py``), where a typed parameter is checked on entry and would raise a
+    # bare TypeError before the checks below can name what was wrong.
+
     def record(
         self,
-        topic: str,
+        topic: Any,
         key: Any,
         value: Any,
-        headers: Headers | None,
-        partition: int | None,
-        timestamp_ms: int | None,
+        headers: Any,
+        partition: Any,
+        timestamp_ms: Any,
     ) -> PreparedRecord:
         """Serialize, convert and check one record (not its partition: see
         :meth:`check_partition`); raises ``SerializationError``, ``RecordTooLargeError``
-        or ``InvalidArgumentError``."""
+        or ``InvalidArgumentError``. ``headers`` is :data:`Headers` or None."""
         if self.gate is not None:
             self.gate()
         # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
@@ -256,7 +260,7 @@ class Intake:
             raise self.too_large(size + RECORD_BATCH_OVERHEAD)
         return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
 
-    def check_partition(self, topic: str, partition: object, info: TopicInfo) -> None:
+    def check_partition(self, topic: Any, partition: Any, info: TopicInfo) -> None:
         """Raise ``InvalidArgumentError`` unless ``partition`` is one of the topic's."""
         count = len(info.partitions)
         if type(partition) is not int or not 0 <= partition < count:
@@ -274,7 +278,7 @@ class Intake:
         """The topic's metadata if loaded (a read of the current snapshot: any thread)."""
         return self.cluster.snapshot.topics.get(topic)
 
-    async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
+    async def wait_for_topic(self, topic: Any, timeout: float) -> TopicInfo:
         """The topic's metadata, loading it if needed, waiting up to ``timeout`` (loop)."""
         check_topic(topic)
         return await self.cluster.wait_for_topic(topic, timeout)
@@ -286,7 +290,7 @@ class Intake:
         values: Sequence[Any],
         keys: Sequence[Any] | None,
         headers: Sequence[Any] | None,
-        partitions: Sequence[int | None] | None,
+        partitions: Sequence[Any] | None,
     ) -> PreparedColumns:
         """Check and convert a bulk send's columns, cut them at the first bad record and
         group them by partition.
@@ -385,7 +389,7 @@ class Intake:
 
     # -- placing (the producer's loop) -----------------------------------------------------
 
-    def partition(self, topic: str, info: TopicInfo, key: Any, partition: int | None) -> int:
+    def partition(self, topic: str, info: TopicInfo, key: Any, partition: Any) -> int:
         """The partition for a record: ``partition`` if given (checked), else the custom
         partitioner's, the key's hash, or the sticky partition."""
         count = len(info.partitions)
@@ -393,7 +397,7 @@ class Intake:
             if type(partition) is not int or not 0 <= partition < count:
                 raise invalid_partition(topic, partition, count)
             return partition
-        custom = self._custom
+        custom: Any = self._custom  # Any: its result is checked below, not on return
         if custom is not None:
             chosen = custom(topic, key, info.partitions, info.available)
             if type(chosen) is not int or not 0 <= chosen < count:
@@ -527,7 +531,7 @@ class Intake:
 # -- checks ------------------------------------------------------------------------------------
 
 
-def record_timestamp(timestamp_ms: int | None) -> int:
+def record_timestamp(timestamp_ms: Any) -> int:
     """``timestamp_ms`` checked, or now in milliseconds since the epoch if None."""
     if timestamp_ms is None:
         return int(time.time() * 1000)
@@ -539,7 +543,7 @@ def record_timestamp(timestamp_ms: int | None) -> int:
     )
 
 
-def invalid_partition(topic: str, partition: object, count: int) -> InvalidArgumentError:
+def invalid_partition(topic: Any, partition: object, count: int) -> InvalidArgumentError:
     """The error for a partition the topic does not have."""
     return InvalidArgumentError(
         f"partition {partition!r} is not valid for topic {topic!r}, which has "
