@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
+import re
+import subprocess
 import sys
+import textwrap
 import uuid
 from collections import Counter
-from typing import Any
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -124,10 +127,35 @@ def test_partitions_for_keys_rejects_bad_input() -> None:
         partitions_for_keys([b"k"], 0)
 
 
-def test_partitions_for_keys_names_what_is_missing(monkeypatch: Any) -> None:
-    monkeypatch.setitem(sys.modules, "numpy", None)
-    with pytest.raises(ImportError, match=r"numpy and pyarrow.*aioproducer\[spark\]"):
-        partitions_for_keys([b"k"], 3)
+def test_partitions_for_keys_names_what_is_missing() -> None:
+    # In a fresh interpreter where numpy cannot be imported: a module once imported stays
+    # cached in compiled code, so removing it from sys.modules here would prove nothing.
+    code = textwrap.dedent(
+        """
+        import importlib.abc, sys
+
+        class NoNumpy(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "numpy":
+                    raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+        sys.meta_path.insert(0, NoNumpy())
+        from aioproducer.partitioner import partitions_for_keys
+
+        try:
+            partitions_for_keys([b"k"], 3)
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert re.search(r"numpy and pyarrow.*aioproducer\[spark\]", result.stdout), result
 
 
 def test_sticky_partitioner_switches_after_batch_size_bytes() -> None:
