@@ -48,7 +48,8 @@ __all__ = [
 #: The modules compiled with mypyc: the checks, partitioning and batching a record passes
 #: through on its way into a batch. Not the record encoder (``protocol/records.py``), whose
 #: interface is still being shaped for a columnar path, nor ``results.py``, whose public
-#: classes would lose their docstrings.
+#: classes would lose their docstrings. (Compiling a protocol module? Add tests/protocol to
+#: the Makefile's pytest-pure.)
 HOT_MODULES: tuple[str, ...] = (
     "aioproducer.adaptive",
     "aioproducer.accumulator",
