@@ -21,6 +21,10 @@ How it fits together, for maintainers (the path of one record, module by module)
 
 from __future__ import annotations
 
+# First of all: importing it chooses compiled or pure Python for every hot module at once.
+from . import speedups  # noqa: F401
+
+# isort: split
 from .__about__ import __version__
 from .config import ProducerConfig
 from .errors import (

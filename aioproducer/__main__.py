@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from . import Producer, __version__
+from . import Producer, __version__, speedups
 from .accumulator import DeliveryHandle
 
 _DESCRIPTION = """\
@@ -42,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
         help="produce records and print a delivery summary",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    info = sub.add_parser(
+        "info",
+        help="print the version and which implementation of the hot path runs",
+        description="Print the version and which implementation of the per-record hot "
+        "path runs: compiled with mypyc, or pure Python (and why).",
+    )
+    info.add_argument(
+        "--require-compiled",
+        action="store_true",
+        help="exit with status 1 if a C compiler is present here but the compiled hot "
+        f"path is not active (unless {speedups.ENV_VAR}=1 asks for pure Python)",
     )
     demo.add_argument(
         "--bootstrap-servers",
@@ -217,11 +229,34 @@ def _demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _info(args: argparse.Namespace) -> int:
+    print(f"aioproducer {__version__}")
+    print(f"python      {sys.version.split()[0]} ({sys.implementation.name})")
+    print(f"hot path    {speedups.ACTIVE}: {speedups.REASON}")
+    compiler = speedups.can_compile()
+    print(f"C compiler  {compiler or 'none found'}")
+    if (
+        args.require_compiled
+        and speedups.ACTIVE != "compiled"
+        and compiler is not None
+        and os.environ.get(speedups.ENV_VAR) != "1"
+    ):
+        print(
+            "error: a C compiler is present but the compiled hot path is not active; "
+            "reinstall (pip install -e .) and read the build output",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m aioproducer``."""
     args = _parser().parse_args(argv)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "info":
+        return _info(args)
     return 2  # pragma: no cover - argparse requires a command
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -68,6 +69,7 @@ class ProducerBatch:
         "retry_at",
         "sequence",
         "topic",
+        "unsettled",
     )
 
     def __init__(
@@ -78,7 +80,14 @@ class ProducerBatch:
         self.builder = builder
         self.created = now
         self.deadline = deadline
+        #: Bytes this batch holds in the memory budget for its records; the accumulator
+        #: keeps it equal to ``builder.size_in_bytes`` while the batch is open, and reads
+        #: it as such.
         self.reserved = 0
+        #: What the records' size estimates reserved beyond their encoded size, also held
+        #: in the budget: given back in one go when the batch stops taking records (full,
+        #: drained or finished) instead of once per record.
+        self.unsettled = 0
         self.full = False
         self.done = False
         self.in_flight = False
@@ -241,47 +250,58 @@ class Accumulator:
         value: bytes | bytearray | None,
         headers: HeaderList | None,
         reserved: int,
-        now: float,
+        now: float | None = None,
     ) -> tuple[DeliveryHandle, bool]:
         """Append a record whose ``reserved`` bytes (its estimate) are already reserved.
 
         Returns the record's handle and whether the sender should be woken (a batch became
-        full or a new batch started, which moves the earliest linger deadline).
+        full or a new batch started, which moves the earliest linger deadline). ``now``
+        (the monotonic clock if None) dates a batch the record opens.
         """
-        tp = (topic, partition)
-        dq = self.batches.get(tp)
-        wake = False
+        # Per record, this is the hottest method: an open batch's ``reserved`` is its
+        # builder's ``size_in_bytes`` (the header plus every record's exact size, see
+        # below and append_run), read here without a property call per record.
+        dq = self.batches.get((topic, partition))
         batch = dq[-1] if dq else None
         if (
             batch is None
             or batch.full
-            or (batch.builder.size_in_bytes + reserved > self.batch_size and batch.record_count)
+            or (
+                batch.reserved + reserved > self.batch_size
+                and batch.reserved > RECORD_BATCH_OVERHEAD
+            )
         ):
             if batch is not None:
                 batch.full = True
-            batch = self._new_batch(topic, partition, now)
+                self._settle(batch)
+            batch = self._new_batch(topic, partition, time.monotonic() if now is None else now)
             if dq is None:
-                dq = self.batches[tp] = collections.deque()
+                dq = self.batches[(topic, partition)] = collections.deque()
             dq.append(batch)
             wake = True
             # The header is charged to the batch, outside the record's own estimate.
             self.budget.charge(RECORD_BATCH_OVERHEAD)
-            batch.reserved += RECORD_BATCH_OVERHEAD
-        index = batch.builder.record_count
-        added = batch.builder.append(timestamp_ms, key, value, headers or ())
-        # Give back what the estimate over-reserved.
-        self.budget.release(reserved - added)
-        batch.reserved += added
-        if batch.builder.size_in_bytes >= self.batch_size:
+            batch.reserved = RECORD_BATCH_OVERHEAD
+        else:
+            wake = False
+        builder = batch.builder
+        index = builder.record_count
+        added = builder.append(timestamp_ms, key, value, headers or ())
+        # What the estimate over-reserved is given back when the batch is settled.
+        batch.unsettled += reserved - added
+        size = batch.reserved + added
+        batch.reserved = size
+        if size >= self.batch_size:
             batch.full = True
+            self._settle(batch)
             wake = True
         self.last_batch_full = batch.full
         handle = DeliveryHandle(
             batch,
             index,
             timestamp_ms,
-            len(key) if key is not None else -1,
-            len(value) if value is not None else -1,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
         )
         return handle, wake
 
@@ -363,6 +383,7 @@ class Accumulator:
                 if pos < stop or builder.size_in_bytes >= batch_size:
                     # The next record did not fit (or nothing more can): the batch is done.
                     batch.full = True
+                    self._settle(batch)
                     wake = True
         finally:
             # Give back what the estimates over-reserved, for appended and unappended
@@ -420,11 +441,17 @@ class Accumulator:
         self._forget(batch)
         batch.fail(exc)
 
+    def _settle(self, batch: ProducerBatch) -> None:
+        if batch.unsettled:
+            self.budget.release(batch.unsettled)
+            batch.unsettled = 0
+
     def _forget(self, batch: ProducerBatch) -> None:
         if batch in self.incomplete:
             del self.incomplete[batch]
-            self.budget.release(batch.reserved)
+            self.budget.release(batch.reserved + batch.unsettled)
             batch.reserved = 0
+            batch.unsettled = 0
 
     def split(self, batch: ProducerBatch, max_bytes: int, now: float) -> list[ProducerBatch]:
         """Split an oversized batch into smaller ones that replace it at its queue's head."""
@@ -445,8 +472,9 @@ class Accumulator:
             self.incomplete[child] = None
         # The children inherit the parent's memory reservation.
         if children:
-            children[0][0].reserved = batch.reserved
+            children[0][0].reserved = batch.reserved + batch.unsettled
         batch.reserved = 0
+        batch.unsettled = 0
         self.incomplete.pop(batch, None)
         batch.split_into(children)
         dq = self.batches.setdefault((batch.topic, batch.partition), collections.deque())
@@ -491,6 +519,7 @@ class Accumulator:
         if not dq:
             del self.batches[tp]
         batch.full = True
+        self._settle(batch)
         return batch
 
     def head(self, tp: TopicPartition) -> ProducerBatch | None:

@@ -69,6 +69,12 @@ class ProducerConfig:
     value_serializer: Serializer | None = None
     partitioner: Partitioner | None = None
     partitioner_ignore_keys: bool = False
+    #: KIP-794: keyless records lean towards partitions with fewer batches waiting, so a
+    #: slow broker receives less (False: the next sticky partition is chosen uniformly).
+    partitioner_adaptive_partitioning_enable: bool = True
+    #: With adaptive partitioning, leave out the partitions of a broker that had batches
+    #: waiting but took none for this long (0: never).
+    partitioner_availability_timeout_ms: int = 0
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
@@ -103,6 +109,10 @@ class ProducerConfig:
         _check_bool("enable_idempotence", self.enable_idempotence)
         _check_bool("allow_auto_create_topics", self.allow_auto_create_topics)
         _check_bool("partitioner_ignore_keys", self.partitioner_ignore_keys)
+        _check_bool(
+            "partitioner_adaptive_partitioning_enable",
+            self.partitioner_adaptive_partitioning_enable,
+        )
         if self.transactional_id is not None and acks_value != -1:
             raise ConfigError(
                 f"acks must be 'all' for a transactional producer (got acks={self.acks!r})"
@@ -154,6 +164,25 @@ class ProducerConfig:
         _check_int(
             "receive_message_max_bytes", self.receive_message_max_bytes, 64 * 1024, _INT32_MAX
         )
+        _check_int(
+            "partitioner_availability_timeout_ms",
+            self.partitioner_availability_timeout_ms,
+            0,
+            _INT32_MAX,
+        )
+        if self.partitioner_availability_timeout_ms:
+            # Java accepts these combinations and ignores the timeout; saying so is kinder.
+            if not self.partitioner_adaptive_partitioning_enable:
+                raise ConfigError(
+                    "partitioner_availability_timeout_ms has no effect with "
+                    "partitioner_adaptive_partitioning_enable=False; set it to 0 or enable "
+                    "adaptive partitioning"
+                )
+            if self.partitioner is not None:
+                raise ConfigError(
+                    "partitioner_availability_timeout_ms has no effect with a custom "
+                    "partitioner; set it to 0"
+                )
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 "delivery_timeout_ms must be at least linger_ms + request_timeout_ms "

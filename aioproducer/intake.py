@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .accumulator import Accumulator, ProducerBatch
+from .adaptive import DrainClock, PartitionLoad
 from .budget import MemoryBudget
 from .cluster import Cluster, TopicInfo
 from .config import ProducerConfig
@@ -183,6 +184,7 @@ class Intake:
         acc: Accumulator,
         cluster: Cluster,
         wake_sender: Callable[[], None],
+        drain_clock: DrainClock | None = None,
     ) -> None:
         self.config = config
         #: The memory budget records are admitted into (see ``budget.py``).
@@ -196,7 +198,10 @@ class Intake:
         self.gate: Callable[[], None] | None = None
         self._acc = acc
         self._wake_sender = wake_sender
-        self._sticky = StickyPartitioner(config.batch_size)
+        load = None
+        if config.partitioner_adaptive_partitioning_enable:
+            load = PartitionLoad(acc.batches, self._leaders, drain_clock)
+        self._sticky = StickyPartitioner(config.batch_size, load=load)
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._custom = config.partitioner
@@ -206,18 +211,22 @@ class Intake:
 
     # -- checking (any thread) --------------------------------------------------------------
 
+    # Values straight from the caller are typed Any on purpose: this module may be compiled
+    # (``speedups.py``), where a typed parameter is checked on entry and would raise a
+    # bare TypeError before the checks below can name what was wrong.
+
     def record(
         self,
-        topic: str,
+        topic: Any,
         key: Any,
         value: Any,
-        headers: Headers | None,
-        partition: int | None,
-        timestamp_ms: int | None,
+        headers: Any,
+        partition: Any,
+        timestamp_ms: Any,
     ) -> PreparedRecord:
         """Serialize, convert and check one record (not its partition: see
         :meth:`check_partition`); raises ``SerializationError``, ``RecordTooLargeError``
-        or ``InvalidArgumentError``."""
+        or ``InvalidArgumentError``. ``headers`` is :data:`Headers` or None."""
         if self.gate is not None:
             self.gate()
         # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
@@ -251,7 +260,7 @@ class Intake:
             raise self.too_large(size + RECORD_BATCH_OVERHEAD)
         return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
 
-    def check_partition(self, topic: str, partition: object, info: TopicInfo) -> None:
+    def check_partition(self, topic: Any, partition: Any, info: TopicInfo) -> None:
         """Raise ``InvalidArgumentError`` unless ``partition`` is one of the topic's."""
         count = len(info.partitions)
         if type(partition) is not int or not 0 <= partition < count:
@@ -269,7 +278,7 @@ class Intake:
         """The topic's metadata if loaded (a read of the current snapshot: any thread)."""
         return self.cluster.snapshot.topics.get(topic)
 
-    async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
+    async def wait_for_topic(self, topic: Any, timeout: float) -> TopicInfo:
         """The topic's metadata, loading it if needed, waiting up to ``timeout`` (loop)."""
         check_topic(topic)
         return await self.cluster.wait_for_topic(topic, timeout)
@@ -281,7 +290,7 @@ class Intake:
         values: Sequence[Any],
         keys: Sequence[Any] | None,
         headers: Sequence[Any] | None,
-        partitions: Sequence[int | None] | None,
+        partitions: Sequence[Any] | None,
     ) -> PreparedColumns:
         """Check and convert a bulk send's columns, cut them at the first bad record and
         group them by partition.
@@ -380,7 +389,7 @@ class Intake:
 
     # -- placing (the producer's loop) -----------------------------------------------------
 
-    def partition(self, topic: str, info: TopicInfo, key: Any, partition: int | None) -> int:
+    def partition(self, topic: str, info: TopicInfo, key: Any, partition: Any) -> int:
         """The partition for a record: ``partition`` if given (checked), else the custom
         partitioner's, the key's hash, or the sticky partition."""
         count = len(info.partitions)
@@ -388,7 +397,7 @@ class Intake:
             if type(partition) is not int or not 0 <= partition < count:
                 raise invalid_partition(topic, partition, count)
             return partition
-        custom = self._custom
+        custom: Any = self._custom  # Any: its result is checked below, not on return
         if custom is not None:
             chosen = custom(topic, key, info.partitions, info.available)
             if type(chosen) is not int or not 0 <= chosen < count:
@@ -410,30 +419,36 @@ class Intake:
         raised.
         """
         topic, key, value, hdrs, ts, explicit, need = record
-        sticky = (
-            explicit is None and (key is None or not self._keys_decide) and self._custom is None
-        )
+        # The sticky partitioner's [partition, bytes produced] for the topic, read and
+        # updated in place (no call per record), when it places this record.
+        state: list[int] | None = None
         try:
             if not self.accepting:
                 raise ProducerClosedError("the producer was closed before the record")
             if self.gate is not None:
                 self.gate()
-            if sticky:
-                # partition() for the common case, without its frame.
-                part = self._sticky.partition(topic, info.available, len(info.partitions))
+            if explicit is None and (key is None or not self._keys_decide) and self._custom is None:
+                state = self._sticky.states.get(topic)
+                if state is None or state[0] >= len(info.partitions):
+                    self._sticky.partition(topic, info.available, len(info.partitions))
+                    state = self._sticky.states[topic]
+                part = state[0]
             else:
                 part = self.partition(topic, info, key, explicit)
         except BaseException:
             self.budget.release(need)
             raise
         acc = self._acc
-        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need, time.monotonic())
-        if sticky:
-            # The record went into the partition's newest batch, so its fullness is the
-            # partition's.
-            self._sticky.on_append(
-                topic, part, need, acc.last_batch_full, info.available, len(info.partitions)
-            )
+        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need)
+        if state is not None:
+            produced = state[1] + need
+            state[1] = produced
+            if produced >= self._sticky.batch_size:
+                # Time to consider moving on (on_append decides, from the fullness of
+                # the batch the record went into, the partition's newest).
+                self._sticky.on_append(
+                    topic, part, 0, acc.last_batch_full, info.available, len(info.partitions)
+                )
         if wake:
             self._wake_sender()
         return handle, wake
@@ -491,6 +506,10 @@ class Intake:
             self._wake_sender()
         return wake
 
+    def _leaders(self, topic: str) -> dict[int, int] | None:
+        info = self.cluster.snapshot.topics.get(topic)
+        return info.leaders if info is not None else None
+
     def forget_topics(self, topics: list[str]) -> None:
         """Drop per-topic state of ``topics``, which left the metadata (loop)."""
         self._sticky.forget(topics)
@@ -512,7 +531,7 @@ class Intake:
 # -- checks ------------------------------------------------------------------------------------
 
 
-def record_timestamp(timestamp_ms: int | None) -> int:
+def record_timestamp(timestamp_ms: Any) -> int:
     """``timestamp_ms`` checked, or now in milliseconds since the epoch if None."""
     if timestamp_ms is None:
         return int(time.time() * 1000)
@@ -524,7 +543,7 @@ def record_timestamp(timestamp_ms: int | None) -> int:
     )
 
 
-def invalid_partition(topic: str, partition: object, count: int) -> InvalidArgumentError:
+def invalid_partition(topic: Any, partition: object, count: int) -> InvalidArgumentError:
     """The error for a partition the topic does not have."""
     return InvalidArgumentError(
         f"partition {partition!r} is not valid for topic {topic!r}, which has "

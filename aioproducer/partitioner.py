@@ -1,4 +1,4 @@
-"""Choosing a partition: Java-compatible murmur2 for keys, uniform sticky for keyless records.
+"""Choosing a partition: Java-compatible murmur2 for keys, (adaptive) sticky for keyless records.
 
 murmur2 comes twice: per key in pure Python, and for a whole column of keys with numpy
 (:func:`partitions_for_keys`, used by the Spark writer); a test keeps the two equal.
@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from .adaptive import PartitionLoad
 
 __all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "partitions_for_keys"]
 
@@ -154,23 +156,34 @@ class StickyPartitioner:
     Each topic sticks to one partition until ``batch_size`` bytes went to it and its open
     batch is full, or unconditionally after ``2 * batch_size`` bytes; then it moves to a
     random partition that has a leader. Switching by bytes produced (not batches created)
-    keeps the load uniform even when some partitions drain faster than others.
+    keeps the load uniform even when some partitions drain faster than others. With a
+    ``load`` (adaptive partitioning, ``adaptive.py``), the next partition is drawn with
+    weights that favour short queues, and brokers that stalled are skipped.
     """
 
-    __slots__ = ("_batch_size", "_rng", "_state")
+    __slots__ = ("_load", "_rng", "batch_size", "states")
 
-    def __init__(self, batch_size: int, rng: random.Random | None = None) -> None:
-        self._batch_size = max(1, batch_size)
+    def __init__(
+        self,
+        batch_size: int,
+        rng: random.Random | None = None,
+        load: PartitionLoad | None = None,
+    ) -> None:
+        #: Bytes after which the partition may change (at ``2 * batch_size`` it must).
+        self.batch_size = max(1, batch_size)
         self._rng = rng or random.Random()
-        # topic -> [current partition, bytes produced to it]
-        self._state: dict[str, list[int]] = {}
+        self._load = load
+        #: topic -> [current partition, bytes produced to it since it was chosen]. The
+        #: intake's per-record path reads it directly and adds each record's bytes,
+        #: calling :meth:`on_append` (with size 0) only once they reach ``batch_size``.
+        self.states: dict[str, list[int]] = {}
 
     def partition(self, topic: str, available: Sequence[int], num_partitions: int) -> int:
         """The current sticky partition for ``topic``, choosing one if there is none."""
-        state = self._state.get(topic)
+        state = self.states.get(topic)
         if state is None or state[0] >= num_partitions:
-            state = [self._choose(available, num_partitions, -1), 0]
-            self._state[topic] = state
+            state = [self._choose(topic, available, num_partitions, -1), 0]
+            self.states[topic] = state
         return state[0]
 
     def on_append(
@@ -183,24 +196,30 @@ class StickyPartitioner:
         num_partitions: int,
     ) -> None:
         """Account ``size`` bytes appended to ``partition``; maybe switch to another one."""
-        state = self._state.get(topic)
+        state = self.states.get(topic)
         if state is None or state[0] != partition:
             return
         state[1] += size
         produced = state[1]
-        if produced >= 2 * self._batch_size or (produced >= self._batch_size and batch_full):
-            state[0] = self._choose(available, num_partitions, partition)
+        if produced >= 2 * self.batch_size or (produced >= self.batch_size and batch_full):
+            state[0] = self._choose(topic, available, num_partitions, partition)
             state[1] = 0
 
     def forget(self, topics: Iterable[str]) -> None:
         """Drop the sticky choice of ``topics`` (they left the metadata)."""
         for topic in topics:
-            self._state.pop(topic, None)
+            self.states.pop(topic, None)
 
-    def _choose(self, available: Sequence[int], num_partitions: int, current: int) -> int:
+    def _choose(
+        self, topic: str, available: Sequence[int], num_partitions: int, current: int
+    ) -> int:
         candidates = available if available else range(num_partitions)
         if len(candidates) == 1:
             return candidates[0]
+        if self._load is not None:
+            chosen = self._load.choose(topic, candidates, self._rng)
+            if chosen is not None:
+                return chosen
         while True:
             choice = candidates[self._rng.randrange(len(candidates))]
             if choice != current:

@@ -22,6 +22,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .accumulator import Accumulator
+from .adaptive import DrainClock
 from .budget import MemoryBudget
 from .cluster import Cluster
 from .config import ProducerConfig
@@ -88,10 +89,16 @@ class Producer:
         )
         self._metrics = Metrics()
         self._cluster = Cluster(cfg, authenticator=_authenticator(cfg))
-        self._sender = Sender(cfg, self._acc, self._cluster, self._metrics)
+        # Which brokers stopped draining, for adaptive partitioning (sender writes it).
+        clock = None
+        if cfg.partitioner_availability_timeout_ms:
+            clock = DrainClock(cfg.partitioner_availability_timeout_ms / 1000)
+        self._sender = Sender(cfg, self._acc, self._cluster, self._metrics, clock)
         #: Package-internal: how records get into this producer's batches. Its checks may
         #: run in any thread; SyncProducer feeds the producer through it (``handoff.py``).
-        self.intake = Intake(cfg, self._budget, self._acc, self._cluster, self._sender.wakeup)
+        self.intake = Intake(
+            cfg, self._budget, self._acc, self._cluster, self._sender.wakeup, clock
+        )
         self._cluster.busy_topics = self._acc.busy_topics
         self._cluster.on_topics_expired = self._forget_topics
         self._txn: TransactionManager | None = None

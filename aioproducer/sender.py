@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .accumulator import Accumulator, ProducerBatch, TopicPartition
+from .adaptive import DrainClock
 from .cluster import Cluster, backoff
 from .config import ProducerConfig
 from .errors import (
@@ -171,7 +172,12 @@ class Sender:
     """Drains ready batches to their leaders and settles every batch's outcome."""
 
     def __init__(
-        self, config: ProducerConfig, accumulator: Accumulator, cluster: Cluster, metrics: Metrics
+        self,
+        config: ProducerConfig,
+        accumulator: Accumulator,
+        cluster: Cluster,
+        metrics: Metrics,
+        drain_clock: DrainClock | None = None,
     ) -> None:
         self.config = config
         self.acc = accumulator
@@ -206,6 +212,12 @@ class Sender:
         self._request_timeout_ms = config.request_timeout_ms
         self._retry_min = config.retry_backoff_ms / 1000
         self._retry_max = config.retry_backoff_max_ms / 1000
+        #: With partitioner_availability_timeout_ms: when each broker had batches waiting
+        #: and when it last took a request (written here only, read by the partitioner).
+        self._drain_clock = drain_clock
+        # Partitions due to send but held back by their requests in flight, in this pass
+        # (collected only for the drain clock).
+        self._held_back: list[TopicPartition] = []
         cluster.on_update = self.wakeup
 
     # -- public ----------------------------------------------------------------------------
@@ -408,11 +420,22 @@ class Sender:
                     or state.in_flight >= self._max_in_flight
                 )
             ):
+                if self._drain_clock is not None:
+                    # Waiting on its broker's answers: the broker is not draining it.
+                    self._held_back.append(tp)
                 return False
         return True
 
     def _send_ready(self, now: float) -> float:
+        clock = self._drain_clock
+        if clock is not None:
+            self._held_back.clear()
         ready, delay = self.acc.ready(now, self._sendable)
+        if clock is not None and self._held_back:
+            for tp in self._held_back:
+                node = self.cluster.leader(tp[0], tp[1])
+                if node >= 0:
+                    clock.waiting(node, now)
         if not ready:
             return delay
         by_node: dict[int, list[TopicPartition]] = {}
@@ -428,6 +451,9 @@ class Sender:
             self.cluster.add_topics(unled)
             self.cluster.request_refresh()
         for node_id, tps in by_node.items():
+            if clock is not None:
+                # Marked drained below if a request goes out to it in this pass.
+                clock.waiting(node_id, now)
             throttled = self._throttled_until.get(node_id, 0.0) - now
             if throttled > 0:
                 delay = min(delay, throttled)
@@ -443,6 +469,8 @@ class Sender:
             if conn.in_flight >= self._max_in_flight:
                 continue
             if self._drain_node(node_id, conn, tps, now):
+                if clock is not None:
+                    clock.drained(node_id, now)
                 # A request takes one batch per partition: a partition with more batches
                 # queued is ready again at once, so look again instead of sleeping.
                 delay = 0.0

@@ -262,16 +262,20 @@ class RecordBatchBuilder:
         timestamp outside int64).
         """
         # Everything is computed before the first byte is written, so a rejected record
-        # never leaves a partial encoding behind.
+        # never leaves a partial encoding behind. Sizes of table varints are looked up
+        # (_ZZ_LEN) rather than measured: this runs once per record.
         zz = _ZZ
+        zl = _ZZ_LEN
         limit = _TABLE_LIMIT
         count = self._count
         if count:
             delta = timestamp_ms - self._base_ts
             if 0 <= delta < limit:
                 ts_part = zz[delta + 1]
+                size = 1 + zl[delta + 1]  # the attributes byte and the timestamp delta
             else:
                 ts_part = self._timestamp_delta(timestamp_ms, delta)
+                size = 1 + len(ts_part)
             new_max = timestamp_ms > self._max_ts
             if new_max and timestamp_ms > _INT64_MAX:
                 raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
@@ -281,50 +285,62 @@ class RecordBatchBuilder:
             if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
                 raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
             ts_part = b"\x00"
+            size = 2
             new_max = True
-        offset_part = zz[count + 1] if count < limit else _zigzag(count)
+        if count < limit:
+            offset_part = zz[count + 1]
+            size += zl[count + 1]
+        else:
+            offset_part = _zigzag(count)
+            size += len(offset_part)
 
         # Deliberate copy: append_many repeats this key/value encoding inline (a shared
         # helper would cost a call per record); a hypothesis test keeps them byte-identical.
-        if type(key) is bytes:
-            key_len = len(key)
-            key_part = zz[key_len + 1] if key_len < limit else _zigzag(key_len)
-        elif key is None:
+        if key is None:
             key_len = 0
             key_part = _NULL
+            size += 1
         else:
-            key = _as_bytes_like(key, "key")
+            if type(key) is not bytes:
+                key = _as_bytes_like(key, "key")
             key_len = len(key)
-            key_part = zz[key_len + 1] if key_len < limit else _zigzag(key_len)
+            if key_len < limit:
+                key_part = zz[key_len + 1]
+                size += zl[key_len + 1] + key_len
+            else:
+                key_part = _zigzag(key_len)
+                size += len(key_part) + key_len
 
-        if type(value) is bytes:
-            value_len = len(value)
-            value_part = zz[value_len + 1] if value_len < limit else _zigzag(value_len)
-        elif value is None:
+        if value is None:
             value_len = 0
             value_part = _NULL
+            size += 1
         else:
-            value = _as_bytes_like(value, "value")
+            if type(value) is not bytes:
+                value = _as_bytes_like(value, "value")
             value_len = len(value)
-            value_part = zz[value_len + 1] if value_len < limit else _zigzag(value_len)
+            if value_len < limit:
+                value_part = zz[value_len + 1]
+                size += zl[value_len + 1] + value_len
+            else:
+                value_part = _zigzag(value_len)
+                size += len(value_part) + value_len
 
-        header_part: bytes | bytearray = _encode_headers(headers) if headers else _EMPTY_HEADERS
-
-        # +1 for the attributes byte.
-        size = (
-            1
-            + len(ts_part)
-            + len(offset_part)
-            + len(key_part)
-            + key_len
-            + len(value_part)
-            + value_len
-            + len(header_part)
-        )
-        length_part = zz[size + 1] if size < limit else _zigzag(size)
+        if headers:
+            header_part: bytes | bytearray = _encode_headers(headers)
+            size += len(header_part)
+        else:
+            header_part = _EMPTY_HEADERS
+            size += 1
 
         buf = self._buf
-        buf += length_part
+        if size < limit:
+            buf += zz[size + 1]
+            encoded = size + zl[size + 1]
+        else:
+            length_part = _zigzag(size)
+            buf += length_part
+            encoded = size + len(length_part)
         buf += _ATTRS
         buf += ts_part
         buf += offset_part
@@ -341,7 +357,7 @@ class RecordBatchBuilder:
         if new_max:
             self._max_ts = timestamp_ms
         self._count = count + 1
-        return size + len(length_part)
+        return encoded
 
     def append_many(
         self,

@@ -71,7 +71,7 @@ async def test_ten_thousand_topics_leave_the_metadata_once_idle() -> None:
             assert idle["partitions_tracked"] == 1
             assert set(p._cluster.snapshot.topics) == {"live"}
             assert p._cluster.snapshot.topic_errors == {}
-            assert set(p.intake._sticky._state) <= {"live"}
+            assert set(p.intake._sticky.states) <= {"live"}
             assert not p._acc.batches and not p._acc.incomplete
 
             # An expired topic used again: fetched anew, written once after its first record.

@@ -106,15 +106,39 @@ def test_built_batch_holds_exactly_the_appended_records() -> None:
 def test_memory_is_charged_per_record_and_released_on_completion() -> None:
     acc = make_acc(memory=10_000)
     tp = ("t", 0)
+    need = record_size_bound(None, 100, None)
     append(acc, tp, b"x" * 100, 0.0)
-    used = acc.budget.used
+    append(acc, tp, b"x" * 100, 0.0)
     batch = acc.batches[tp][0]
-    assert used == batch.reserved
-    assert used == RECORD_BATCH_OVERHEAD + batch.builder.size_in_bytes - RECORD_BATCH_OVERHEAD
+    # While the batch takes records, the records' estimates stay reserved ...
+    assert batch.reserved == batch.builder.size_in_bytes
+    assert acc.budget.used == RECORD_BATCH_OVERHEAD + 2 * need
+    # ... and once it is drained, exactly its size is.
     acc.pop_head(tp)
+    assert acc.budget.used == batch.builder.size_in_bytes
     acc.complete_batch(batch, base_offset=41, log_append_time=-1)
     assert acc.budget.used == 0
     assert batch.done and batch.outcome(0) == (41, -1, None)
+
+
+def test_a_full_batch_gives_back_what_the_estimates_over_reserved() -> None:
+    acc = make_acc(batch_size=300, memory=10_000)
+    tp = ("t", 0)
+    for _ in range(4):
+        append(acc, tp, b"x" * 50, 0.0)
+    full, open_batch = acc.batches[tp]
+    assert full.full and not open_batch.full
+    # The full batch holds its exact size, the open one its records' estimates.
+    need = record_size_bound(None, 50, None)
+    open_count = open_batch.record_count
+    assert acc.budget.used == (
+        full.builder.size_in_bytes + RECORD_BATCH_OVERHEAD + open_count * need
+    )
+    # Failing the open batch while queued gives back its estimates too.
+    acc.fail_batch(open_batch, RuntimeError("gone"))
+    assert acc.budget.used == full.builder.size_in_bytes
+    acc.fail_batch(acc.pop_head(tp), RuntimeError("gone"))
+    assert acc.budget.used == 0
 
 
 def test_retries_go_back_in_sequence_order_ahead_of_new_batches() -> None:

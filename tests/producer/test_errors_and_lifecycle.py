@@ -51,6 +51,22 @@ pytestmark = pytest.mark.anyio
         ({"delivery_timeout_ms": 1000}, "delivery_timeout_ms must be at least"),
         ({"key_serializer": "json"}, "key_serializer must be callable"),
         ({"security_protocol": "SASL_SSL"}, "sasl_mechanism must be one of"),
+        (
+            {"partitioner_adaptive_partitioning_enable": 1},
+            "partitioner_adaptive_partitioning_enable must be True or False",
+        ),
+        ({"partitioner_availability_timeout_ms": -1}, "must be between 0"),
+        (
+            {
+                "partitioner_availability_timeout_ms": 100,
+                "partitioner_adaptive_partitioning_enable": False,
+            },
+            "no effect with partitioner_adaptive_partitioning_enable=False",
+        ),
+        (
+            {"partitioner_availability_timeout_ms": 100, "partitioner": lambda *a: 0},
+            "no effect with a custom partitioner",
+        ),
     ],
 )
 def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], message: str) -> None:

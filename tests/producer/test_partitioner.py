@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import random
+import re
+import subprocess
 import sys
+import textwrap
 import uuid
 from collections import Counter
-from typing import Any
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aioproducer import Producer
+from aioproducer.adaptive import DrainClock, PartitionLoad, cumulative_weights, weighted_choice
 from aioproducer.partitioner import (
     StickyPartitioner,
     murmur2,
@@ -123,10 +127,35 @@ def test_partitions_for_keys_rejects_bad_input() -> None:
         partitions_for_keys([b"k"], 0)
 
 
-def test_partitions_for_keys_names_what_is_missing(monkeypatch: Any) -> None:
-    monkeypatch.setitem(sys.modules, "numpy", None)
-    with pytest.raises(ImportError, match=r"numpy and pyarrow.*aioproducer\[spark\]"):
-        partitions_for_keys([b"k"], 3)
+def test_partitions_for_keys_names_what_is_missing() -> None:
+    # In a fresh interpreter where numpy cannot be imported: a module once imported stays
+    # cached in compiled code, so removing it from sys.modules here would prove nothing.
+    code = textwrap.dedent(
+        """
+        import importlib.abc, sys
+
+        class NoNumpy(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "numpy":
+                    raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+        sys.meta_path.insert(0, NoNumpy())
+        from aioproducer.partitioner import partitions_for_keys
+
+        try:
+            partitions_for_keys([b"k"], 3)
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert re.search(r"numpy and pyarrow.*aioproducer\[spark\]", result.stdout), result
 
 
 def test_sticky_partitioner_switches_after_batch_size_bytes() -> None:
@@ -197,3 +226,86 @@ async def test_keyed_records_land_where_librdkafka_murmur2_puts_them(
     assert ours == theirs
     assert ours == {k: partition_for_key(k, 7) for k in keys}
     assert len(set(ours.values())) == 7
+
+
+# -- adaptive partitioning (KIP-794) ----------------------------------------------------------
+
+
+def test_weights_are_the_inverted_queue_depths_as_running_sums() -> None:
+    # Depths 0, 3, 1 -> weights 4, 1, 3 (deepest + 1 - depth).
+    assert cumulative_weights([0, 3, 1]) == [4, 5, 8]
+    assert cumulative_weights([2, 0]) == [1, 4]
+
+
+def test_equal_queues_leave_the_choice_uniform() -> None:
+    assert cumulative_weights([]) is None
+    assert cumulative_weights([3, 3, 3]) is None
+    # ... unless partitions were left out: the rest must then be weighted explicitly.
+    assert cumulative_weights([3, 3], excluded=True) == [1, 2]
+    assert cumulative_weights([], excluded=True) is None
+
+
+def test_weighted_choice_follows_the_weights() -> None:
+    rng = random.Random(11)
+    ids = [10, 20, 30]
+    table = cumulative_weights([0, 3, 1])  # weights 4 : 1 : 3
+    assert table is not None
+    counts = Counter(weighted_choice(table, ids, rng) for _ in range(80_000))
+    assert counts[10] / 80_000 == pytest.approx(4 / 8, abs=0.01)
+    assert counts[20] / 80_000 == pytest.approx(1 / 8, abs=0.01)
+    assert counts[30] / 80_000 == pytest.approx(3 / 8, abs=0.01)
+
+
+def _switches(sticky: StickyPartitioner, available: list[int], rounds: int) -> Counter[int]:
+    """Where the sticky partition goes over ``rounds`` full batches of 100 bytes."""
+    counts: Counter[int] = Counter()
+    for _ in range(rounds):
+        p = sticky.partition("t", available, len(available))
+        counts[p] += 1
+        sticky.on_append("t", p, 100, True, available, len(available))
+    return counts
+
+
+def test_sticky_partitioner_avoids_deep_queues() -> None:
+    # Partition 1 has 9 batches waiting (its broker is slow), the others none.
+    queues: dict[tuple[str, int], list[object]] = {("t", 1): [object()] * 9}
+    load = PartitionLoad(queues, lambda topic: {0: 1, 1: 2, 2: 3, 3: 1})
+    sticky = StickyPartitioner(batch_size=100, rng=random.Random(5), load=load)
+    counts = _switches(sticky, [0, 1, 2, 3], 20_000)
+    # Weights 10 : 1 : 10 : 10.
+    assert counts[1] / 20_000 == pytest.approx(1 / 31, abs=0.01)
+    for p in (0, 2, 3):
+        assert counts[p] / 20_000 == pytest.approx(10 / 31, abs=0.02)
+
+
+def test_drain_clock_marks_a_broker_stalled_after_the_timeout() -> None:
+    clock = DrainClock(timeout=0.5)
+    assert not clock.stalled(1)  # never seen
+    clock.waiting(1, 10.0)
+    clock.waiting(1, 10.5)
+    assert not clock.stalled(1)  # waited exactly the timeout
+    clock.waiting(1, 10.6)
+    assert clock.stalled(1)
+    clock.drained(1, 10.7)
+    assert not clock.stalled(1)
+    clock.waiting(2, 11.0)  # another broker starts its own count
+    assert not clock.stalled(2)
+
+
+def test_partitions_of_a_stalled_broker_are_left_out() -> None:
+    clock = DrainClock(timeout=0.1)
+    clock.waiting(2, 0.0)
+    clock.waiting(2, 1.0)
+    leaders = {0: 1, 1: 2, 2: 1, 3: 2}
+    load = PartitionLoad({}, lambda topic: leaders, clock)
+    sticky = StickyPartitioner(batch_size=100, rng=random.Random(9), load=load)
+    counts = _switches(sticky, [0, 1, 2, 3], 2_000)
+    assert set(counts) == {0, 2}
+    assert counts[0] / 2_000 == pytest.approx(0.5, abs=0.05)
+    # When every broker stalled there is nothing better to do than the uniform choice.
+    clock.waiting(1, 0.0)
+    clock.waiting(1, 1.0)
+    assert load.choose("t", [0, 1, 2, 3], random.Random(1)) is None
+    # Once broker 2 drains again, its partitions come back.
+    clock.drained(2, 1.1)
+    assert load.choose("t", [0, 1, 2, 3], random.Random(1)) in (1, 3)

@@ -1,0 +1,158 @@
+"""Which implementation of the per-record hot path runs: compiled with mypyc, or pure Python.
+
+Where a C compiler exists, installing the package (``pip install .`` or ``pip install -e
+.``) compiles the modules named in :data:`HOT_MODULES` with mypyc, from the very same
+sources (they are ``mypy --strict`` clean). Importing :mod:`aioproducer` then picks one
+implementation for all of them, once:
+
+* pure Python if ``AIOPRODUCER_PURE_PYTHON=1`` is set;
+* pure Python if the compiled modules are missing, or if any source changed since it was
+  compiled (an editable install after an edit): a stale build never runs;
+* else the compiled modules.
+
+Mixing is never allowed: compiled classes check the types of their fields, so a compiled
+accumulator needs the compiled record builder. :data:`ACTIVE` says which one runs and
+:data:`REASON` why; ``python -m aioproducer info`` prints both.
+
+This module imports only the standard library: the build (``setup.py``) reads
+:data:`HOT_MODULES` from it without importing the package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+__all__ = [
+    "ACTIVE",
+    "ENV_VAR",
+    "HOT_MODULES",
+    "MANIFEST",
+    "REASON",
+    "can_compile",
+    "select",
+    "source_digest",
+]
+
+#: The modules compiled with mypyc: the checks, partitioning and batching a record passes
+#: through on its way into a batch. Not the record encoder (``protocol/records.py``), whose
+#: interface is still being shaped for a columnar path, nor ``results.py``, whose public
+#: classes would lose their docstrings. (Compiling a protocol module? Add tests/protocol to
+#: the Makefile's pytest-pure.)
+HOT_MODULES: tuple[str, ...] = (
+    "aioproducer.adaptive",
+    "aioproducer.accumulator",
+    "aioproducer.budget",
+    "aioproducer.intake",
+    "aioproducer.partitioner",
+)
+#: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
+ENV_VAR = "AIOPRODUCER_PURE_PYTHON"
+#: Written by the build next to this module: the digest of every source it compiled.
+MANIFEST = "speedups.json"
+
+#: ``"compiled"`` or ``"pure"``, once :func:`select` ran (at ``import aioproducer``).
+ACTIVE = "pure"
+#: Why :data:`ACTIVE` is what it is, in words.
+REASON = "not selected yet"
+
+log = logging.getLogger("aioproducer")
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_digest(path: Path) -> str:
+    """The SHA-256 of a source file, as the build writes it into the manifest."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _source(module: str) -> Path:
+    return _ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def _compiled_file(module: str) -> Path | None:
+    source = _source(module)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = source.with_suffix(suffix)
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _check_compiled() -> str | None:
+    """None if every hot module has an up-to-date compiled build, else why not."""
+    manifest_path = Path(__file__).with_name(MANIFEST)
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        return "no compiled build is installed"
+    digests = manifest.get("sources", {})
+    for module in HOT_MODULES:
+        if _compiled_file(module) is None:
+            return f"{module} has no compiled build"
+        if digests.get(module) != source_digest(_source(module)):
+            return f"{module} changed since it was compiled (rebuild with pip install -e .)"
+    return None
+
+
+def can_compile() -> str | None:
+    """The C compiler a build here would use, if it and Python's headers are present."""
+    compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    found = shutil.which(compiler.split()[0]) if compiler.strip() else None
+    headers = Path(sysconfig.get_paths()["include"], "Python.h")
+    return found if found and headers.exists() else None
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds the hot modules' ``.py`` sources, before the compiled files beside them."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in HOT_MODULES:
+            return None
+        return importlib.util.spec_from_file_location(fullname, _source(fullname))
+
+
+def select() -> str:
+    """Choose the implementation before any hot module is imported; returns :data:`ACTIVE`.
+
+    Called by ``aioproducer/__init__.py``; later calls change nothing.
+    """
+    global ACTIVE, REASON
+    if any(finder.__class__ is _SourceFinder for finder in sys.meta_path) or any(
+        module in sys.modules for module in HOT_MODULES
+    ):
+        return ACTIVE
+    if os.environ.get(ENV_VAR) == "1":
+        why: str | None = f"{ENV_VAR}=1"
+    else:
+        why = _check_compiled()
+    if why is None:
+        ACTIVE, REASON = "compiled", "mypyc-compiled hot path"
+    else:
+        ACTIVE, REASON = "pure", why
+        # Whatever compiled files exist are stepped around, never half used.
+        sys.meta_path.insert(0, _SourceFinder())
+        log.info("aioproducer runs its pure-Python hot path: %s", why)
+    return ACTIVE
+
+
+if __name__ == "aioproducer.speedups":
+    # Imported as part of the package (first thing in __init__): choose now. The build
+    # loads this file under another name and only reads it.
+    select()

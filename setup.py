@@ -1,0 +1,102 @@
+"""Build hook: compile the per-record hot path with mypyc where a C compiler exists.
+
+Everything else about the package is in pyproject.toml. The modules named in
+``aioproducer/speedups.py`` are compiled from their own sources; with no compiler (or no
+mypyc) the build prints one line saying so and installs the pure-Python package, which
+works the same, only slower. ``AIOPRODUCER_PURE_PYTHON=1`` at build time skips the
+compilation on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+
+
+def _speedups() -> Any:
+    # Loaded by path: importing the package would need its dependencies at build time.
+    spec = importlib.util.spec_from_file_location(
+        "aioproducer_speedups", HERE / "aioproducer" / "speedups.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _say(message: str) -> None:
+    print(f"aioproducer build: {message}", file=sys.stderr, flush=True)
+
+
+class _OptionalBuildExt(build_ext):
+    """Builds the compiled modules if it can; otherwise leaves a pure-Python install."""
+
+    def run(self) -> None:
+        manifest = HERE / "aioproducer" / speedups.MANIFEST
+        if self.inplace:
+            _remove_stray_builds()
+        try:
+            super().run()
+        except Exception as exc:
+            manifest.unlink(missing_ok=True)
+            _say(f"could not compile the hot path ({exc}); installing pure Python")
+            return
+        # Written only once everything compiled: at import, its digests tell a current
+        # build from a stale one.
+        digests = {
+            module: speedups.source_digest(HERE.joinpath(*module.split(".")).with_suffix(".py"))
+            for module in speedups.HOT_MODULES
+        }
+        manifest.write_text(json.dumps({"sources": digests}, indent=1, sort_keys=True) + "\n")
+        if not self.inplace:
+            # A wheel build: the manifest goes into the wheel beside the compiled modules.
+            target = Path(self.build_lib) / "aioproducer" / speedups.MANIFEST
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(manifest.read_text())
+        _say("compiled the hot path with mypyc")
+
+
+def _remove_stray_builds() -> None:
+    # A module compiled by an earlier build but no longer on the list would shadow its
+    # source (Python prefers an extension module beside a .py of the same name).
+    hot = {HERE.joinpath(*m.split(".")).with_suffix("") for m in speedups.HOT_MODULES}
+    for path in (HERE / "aioproducer").rglob("*"):
+        # The most specific suffix first (".cpython-311-x86_64-linux-gnu.so" before ".so").
+        suffix = next((s for s in EXTENSION_SUFFIXES if path.name.endswith(s)), None)
+        if suffix is not None and path.parent / path.name[: -len(suffix)] not in hot:
+            _say(f"removing {path.relative_to(HERE)}, no longer compiled")
+            path.unlink()
+
+
+speedups = _speedups()
+ext_modules: list[Any] = []
+if os.environ.get(speedups.ENV_VAR) == "1":
+    _say(f"{speedups.ENV_VAR}=1: installing pure Python")
+else:
+    try:
+        from mypyc.build import mypycify
+
+        ext_modules = mypycify(
+            [
+                # Optional dependencies (uvloop, ...) are absent from the build
+                # environment: their values are Any there, which strict mode would refuse.
+                "--no-warn-return-any",
+                *(str(Path(*m.split(".")).with_suffix(".py")) for m in speedups.HOT_MODULES),
+            ],
+            opt_level="3",
+            group_name="aioproducer",
+        )
+    except (Exception, SystemExit) as exc:  # mypyc missing, or mypy found an error
+        _say(f"mypyc cannot compile the hot path ({exc!r}); installing pure Python")
+
+setup(ext_modules=ext_modules, cmdclass={"build_ext": _OptionalBuildExt})
