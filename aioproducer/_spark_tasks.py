@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
@@ -243,6 +244,25 @@ def _give_back(spec: Spec, producer: SyncProducer) -> None:
             _uses.pop(id(producer), None)
         else:
             _idle.setdefault(spec.cache_key, []).append(producer)
+
+
+def lease_producer(config: dict[str, Any]) -> tuple[SyncProducer, Callable[[], None]]:
+    """Package-internal (``aioproducer.spark.producer``): this worker's cached producer for
+    these settings, and the call that gives it back."""
+    spec = Spec(
+        topic=None,
+        key=None,
+        value="value",
+        headers=None,
+        headers_kind=None,
+        partition=None,
+        topic_column=None,
+        producer_config=tuple(sorted(config.items())),
+        cache_key=cache_key(config),
+        flush_timeout=None,
+    )
+    producer, _name, _uses_so_far = _lease(spec)
+    return producer, functools.partial(_give_back, spec, producer)
 
 
 # -- the task side ----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._spark_producer import TaskProducer, producer
 from ._spark_tasks import (
     DEFAULT_KEY,
     STATS_DDL,
@@ -57,8 +58,10 @@ __all__ = [
     "PartitionReport",
     "PartitionWriter",
     "SparkWriteError",
+    "TaskProducer",
     "WriteReport",
     "partition_writer",
+    "producer",
     "write",
 ]
 
