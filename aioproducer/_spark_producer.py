@@ -175,7 +175,7 @@ def close_block(
     """Package-internal: wait for what ``task`` sent and give the producer back.
 
     With ``error`` (the block raised) the records are waited for quietly and the caller
-    raises ``error``; without, a failed record raises :class:`SparkWriteError`.
+    raises ``error``; without, a failed record raises ``SparkWriteError``.
     """
     if error is not None:
         try:

@@ -278,3 +278,34 @@ def test_foreach_writer_pickles_as_its_settings_only() -> None:
     copy.close(None)  # never opened: nothing to wait for
     with pytest.raises(ConfigError):
         KafkaForeachWriter("events", bootstrap_servers="127.0.0.1:1", acks="sometimes")
+
+
+def test_foreach_writer_rows_with_a_bad_or_missing_column_fail_with_a_typed_error(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    from pyspark.sql import Row
+
+    from aioproducer.errors import InvalidArgumentError, SerializationError
+    from aioproducer.spark import KafkaForeachWriter
+
+    topic = new_topic(1)
+    writer = KafkaForeachWriter(topic, bootstrap_servers=kafka.bootstrap_servers, key="id")
+
+    # Run as Spark does (open, process each row, close with the error seen), minus Spark.
+    assert writer.open(0, 0)
+    writer.process(Row(id="a", value=b"first"))
+    writer.process(Row(id="b", value=42))  # not str or bytes
+    with pytest.raises(SerializationError, match=r"value must be bytes.*got int"):
+        writer.close(None)
+
+    assert writer.open(1, 0)
+    writer.process(Row(id="c", payload=b"x"))
+    with pytest.raises(InvalidArgumentError, match="'id', 'payload'"):
+        writer.close(None)
+
+    assert writer.open(2, 0)
+    writer.process(Row(id="d", value="last"))
+    writer.close(None)
+    records = consume_all(kafka.bootstrap_servers, topic, expected=2)
+    # The row before the bad one went out (the bulk path buffers up to the bad record).
+    assert [(r.key, r.value) for r in records] == [(b"a", b"first"), (b"d", b"last")]
