@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -117,11 +118,11 @@ def with_streaming_foreach(
     """Stream JSON files through ``KafkaForeachWriter``; returns the rows per micro-batch."""
     incoming = directory / "in"
     incoming.mkdir(parents=True, exist_ok=True)
-    per_file = max(1, rows // 3)
-    for start in range(0, rows, per_file):
+    bounds = sorted({rows * k // 3 for k in range(4)})  # three files: three micro-batches
+    for start, end in itertools.pairwise(bounds):
         lines = [
             json.dumps({"id": i, "customer": f"customer-{i % 50}", "amount": i * 7 % 1000 / 10})
-            for i in range(start, min(rows, start + per_file))
+            for i in range(start, end)
         ]
         (incoming / f"orders-{start:09d}.json").write_text("\n".join(lines) + "\n")
     stream = (
