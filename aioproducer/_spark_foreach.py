@@ -11,6 +11,7 @@ path, and in ``close`` waits for every record it sent: if one failed, ``close`` 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -136,15 +137,22 @@ class KafkaForeachWriter:
         key = s["key"]
         if key == DEFAULT_KEY and fields is not None and key not in fields:
             key = None  # the default names an optional column
+
+        def column(name: str) -> list[Any]:
+            if fields is not None:
+                # A Row is a tuple: take the column by position, not by name per row.
+                return list(map(operator.itemgetter(fields.index(name)), rows))
+            return [row[name] for row in rows]
+
         try:
-            values = [_plain(row[s["value"]]) for row in rows]
-            keys = [_plain(row[key]) for row in rows] if key is not None else None
+            values = _plain(column(s["value"]))
+            keys = _plain(column(key)) if key is not None else None
             headers = None
             if s["headers"] is not None:
-                headers = [_headers(row[s["headers"]]) for row in rows]
+                headers = [_headers(h) for h in column(s["headers"])]
             partitions = None
             if s["partition"] is not None:
-                partitions = [row[s["partition"]] for row in rows]
+                partitions = column(s["partition"])
         except (KeyError, ValueError, IndexError) as exc:
             columns = ", ".join(repr(f) for f in fields) if fields is not None else "unknown"
             raise InvalidArgumentError(
@@ -162,9 +170,9 @@ def _rebuild(settings: dict[str, Any]) -> KafkaForeachWriter:
     return writer
 
 
-def _plain(obj: Any) -> Any:
+def _plain(items: list[Any]) -> list[Any]:
     # PySpark gives binary columns as bytearray; str and bytes go through unchanged.
-    return bytes(obj) if type(obj) is bytearray else obj
+    return [bytes(v) if type(v) is bytearray else v for v in items]
 
 
 def _headers(obj: Any) -> Any:
