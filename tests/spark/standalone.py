@@ -180,14 +180,23 @@ class StandaloneCluster:
             str(script),
             *args,
         ]
-        return subprocess.run(
+        process = subprocess.Popen(
             command,
             env=self.env,
             cwd=self.root,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
+            start_new_session=True,  # on a timeout, its Python driver is killed with it
         )
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
     def stop(self) -> None:
         """Kill every process of the cluster (and their children), then wait for them."""
