@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ._spark_tasks import lease_producer
+from .errors import InvalidArgumentError
 from .intake import Headers
 from .sync import BulkFuture, DeliveryFuture, SyncProducer
 
-__all__ = ["TaskProducer", "producer"]
+__all__ = ["TaskProducer", "producer", "send_series"]
 
 
 class TaskProducer:
@@ -85,7 +86,12 @@ class TaskProducer:
     ) -> BulkFuture:
         """Send many records with one outcome for them all (see
         :meth:`aioproducer.SyncProducer.send_bulk`)."""
-        bulk = self._producer.send_bulk(topic, values, keys, headers, partitions=partitions)
+        try:
+            bulk = self._producer.send_bulk(topic, values, keys, headers, partitions=partitions)
+        except BaseException:
+            # As in send_many: the records before the bad one are buffered, untracked here.
+            self._producer.flush()
+            raise
         self._bulks.append(bulk)
         return bulk
 
@@ -144,16 +150,40 @@ def producer(
     propagates (failing the Spark task, which Spark may retry: rows sent before the
     failure are then sent again, at least once).
     """
-    config = {"bootstrap_servers": bootstrap_servers, **config}
-    sync, give_back = lease_producer(config)
-    task = TaskProducer(sync)
+    task, give_back = open_block({"bootstrap_servers": bootstrap_servers, **config})
     try:
         yield task
-    except BaseException:
-        with contextlib.suppress(Exception):
-            task.wait(flush_timeout)
-        give_back()
+    except BaseException as exc:
+        close_block(task, give_back, flush_timeout, exc)
         raise
+    close_block(task, give_back, flush_timeout, None)
+
+
+def open_block(config: dict[str, Any]) -> tuple[TaskProducer, Callable[[], None]]:
+    """Package-internal: lease the worker's producer for ``config`` (with
+    ``bootstrap_servers``); returns the block's producer and the call that gives it back."""
+    sync, give_back = lease_producer(config)
+    return TaskProducer(sync), give_back
+
+
+def close_block(
+    task: TaskProducer,
+    give_back: Callable[[], None],
+    flush_timeout: float | None,
+    error: BaseException | None,
+) -> None:
+    """Package-internal: wait for what ``task`` sent and give the producer back.
+
+    With ``error`` (the block raised) the records are waited for quietly and the caller
+    raises ``error``; without, a failed record raises ``SparkWriteError``.
+    """
+    if error is not None:
+        try:
+            with contextlib.suppress(Exception):
+                task.wait(flush_timeout)
+        finally:
+            give_back()
+        return
     try:
         failed, first = task.wait(flush_timeout)
     finally:
@@ -169,3 +199,62 @@ def producer(
             failed=failed,
             records=task.sent,
         )
+
+
+def send_series(
+    topic: str,
+    values: Any,
+    keys: Any = None,
+    *,
+    bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+    flush_timeout: float | None = None,
+    **config: Any,
+) -> Any:
+    """Send a pandas Series of values (and optionally one of keys) to ``topic`` and return
+    where each landed: a pandas DataFrame with the Series' index and two columns,
+    ``partition`` (int32) and ``offset`` (int64).
+
+    Made for a ``pandas_udf`` returning ``"partition int, offset long"``::
+
+        @pandas_udf("partition int, offset long")
+        def to_kafka(values: pd.Series) -> pd.DataFrame:
+            return aioproducer.spark.send_series("events", values,
+                                                 bootstrap_servers="broker:9092")
+
+        located = df.withColumn("kafka", to_kafka.asNondeterministic()("value"))
+
+    Values and keys are ``str``, ``bytes`` or null (a null value is a tombstone, a null
+    key means no key). The records go through the worker's cached producer as one bulk
+    send (see :func:`producer`, whose settings ``config`` are); the call returns once all
+    are acknowledged, or raises :class:`~aioproducer.spark.SparkWriteError` if any failed.
+    """
+    import pandas as pd  # type: ignore[import-untyped]
+
+    if keys is not None and len(keys) != len(values):
+        raise InvalidArgumentError(
+            f"keys has {len(keys)} items and values {len(values)}; they must be as long"
+        )
+    value_list = _plain_list(values)
+    key_list = _plain_list(keys) if keys is not None else None
+    with producer(bootstrap_servers, flush_timeout=flush_timeout, **config) as block:
+        bulk = block.send_bulk(topic, value_list, key_list) if value_list else None
+    partitions, offsets = [], []
+    if bulk is not None:
+        done = bulk.result(0)  # the block waited: every record has its outcome
+        for i in range(len(value_list)):
+            meta = done.metadata(i)
+            partitions.append(meta.partition)
+            offsets.append(meta.offset)
+    return pd.DataFrame(
+        {
+            "partition": pd.Series(partitions, dtype="int32", index=values.index),
+            "offset": pd.Series(offsets, dtype="int64", index=values.index),
+        }
+    )
+
+
+def _plain_list(series: Any) -> list[Any]:
+    """A pandas Series as a list of str/bytes/None (pandas marks nulls as NaN or NA)."""
+    items: list[Any] = series.tolist()
+    nulls = series.isna().tolist()
+    return [None if null else item for item, null in zip(items, nulls, strict=True)]

@@ -34,7 +34,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._spark_producer import TaskProducer, producer
+from ._spark_foreach import KafkaForeachWriter
+from ._spark_producer import TaskProducer, producer, send_series
 from ._spark_tasks import (
     DEFAULT_KEY,
     STATS_DDL,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "KafkaForeachWriter",
     "PartitionReport",
     "PartitionWriter",
     "SparkWriteError",
@@ -62,6 +64,7 @@ __all__ = [
     "WriteReport",
     "partition_writer",
     "producer",
+    "send_series",
     "write",
 ]
 
