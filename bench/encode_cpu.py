@@ -1,7 +1,8 @@
 """``python -m bench.encode_cpu``: CPU per record of the record encoders, no producer.
 
 Fills :class:`~aioproducer.protocol.records.RecordBatchBuilder` s of 16 KB and 1 MB with
-100-byte keyless records (``--keyed``: with 10-byte keys) and reports the CPU time
+100-byte keyless records (``--keyed``: with 10-byte keys), a run of ``--run`` records at a
+time as a bulk send's slices come (4096), and reports the CPU time
 (``time.process_time``) per record of each encoder:
 
 * ``append``: one call per record (the reference encoding);
@@ -42,20 +43,31 @@ def _fill_append(values: list[bytes], keys: list[bytes] | None, limit: int) -> N
         builder.append(TS, key, value)
 
 
-def _fill_many(values: list[bytes], keys: list[bytes] | None, limit: int) -> None:
-    pos, n = 0, len(values)
-    while pos < n:
-        count, _added = RecordBatchBuilder().append_many(TS, keys, values, None, pos, n, limit)
-        pos += count
+def _runs(n: int, run: int) -> list[tuple[int, int]]:
+    return [(start, min(n, start + run)) for start in range(0, n, run)]
 
 
-def _fill_columns(array: pa.Array, key_array: pa.Array | None, limit: int) -> None:
+def _fill_many(values: list[bytes], keys: list[bytes] | None, limit: int, run: int) -> None:
+    # As Accumulator.append_run does: runs of a bulk send fill the open batch, then new ones.
+    builder = RecordBatchBuilder()
+    for pos, stop in _runs(len(values), run):
+        while pos < stop:
+            count, _added = builder.append_many(TS, keys, values, None, pos, stop, limit)
+            pos += count
+            if pos < stop:
+                builder = RecordBatchBuilder()
+
+
+def _fill_columns(array: pa.Array, key_array: pa.Array | None, limit: int, run: int) -> None:
     values = BinaryColumn.from_arrow(array)
     keys = BinaryColumn.from_arrow(key_array) if key_array is not None else None
-    pos, n = 0, len(values)
-    while pos < n:
-        count, _added = RecordBatchBuilder().append_columns(TS, keys, values, None, pos, n, limit)
-        pos += count
+    builder = RecordBatchBuilder()
+    for pos, stop in _runs(len(values), run):
+        while pos < stop:
+            count, _added = builder.append_columns(TS, keys, values, None, pos, stop, limit)
+            pos += count
+            if pos < stop:
+                builder = RecordBatchBuilder()
 
 
 def _cpu_per_record(run: Callable[[], None], records: int, rounds: int) -> float:
@@ -74,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keyed", action="store_true")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--run", type=int, default=4096, help="records per run (a bulk send's slice: 4096)"
+    )
     args = parser.parse_args(argv)
     n = args.records
     values = [i.to_bytes(4, "big") * 25 for i in range(n)]
@@ -84,15 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-        _fill_columns(binary, key_array, 16384)
+        _fill_columns(binary, key_array, 16384, args.run)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
         return 0
     cases: list[tuple[str, Callable[[int], Any]]] = [
         ("append", lambda limit: _fill_append(values, keys, limit)),
-        ("append_many", lambda limit: _fill_many(values, keys, limit)),
-        ("columns/binary", lambda limit: _fill_columns(binary, key_array, limit)),
-        ("columns/string", lambda limit: _fill_columns(string, key_array, limit)),
+        ("append_many", lambda limit: _fill_many(values, keys, limit, args.run)),
+        ("columns/binary", lambda limit: _fill_columns(binary, key_array, limit, args.run)),
+        ("columns/string", lambda limit: _fill_columns(string, key_array, limit, args.run)),
     ]
     limits = (16384, 1 << 20)
     print(f"{n} records of 100 B{' with 10-B keys' if keys else ''}, median of {args.rounds}")

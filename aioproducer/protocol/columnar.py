@@ -264,7 +264,7 @@ class BinaryColumn:
         pa = _pyarrow()
         if pa is not None:
             source = _arrow_view(pa, np, self.offsets, self.data)
-            taken = source.take(pa.array(indices))
+            taken = source.take(pa.array(indices.astype(np.int32)))
             data = _arrow_payload(np, taken)
         else:
             starts = self.offsets[:-1][indices]
@@ -341,8 +341,16 @@ _VARINT_STEPS: Final = tuple(1 << (7 * k) for k in range(1, 9))
 
 
 def _sizes(np: Any, zz: Any) -> Any:
-    """LEB128 sizes of non-negative zig-zag values (int64): one pass, in C."""
-    return np.searchsorted(np.asarray(_VARINT_STEPS, dtype=np.int64), zz, "right") + 1
+    """LEB128 sizes of non-negative zig-zag values (int64): a comparison per byte the
+    largest one needs (lengths below 8192 take two)."""
+    sizes = np.ones(len(zz), dtype=np.int64)
+    if len(zz):
+        largest = int(zz.max())
+        for step in _VARINT_STEPS:
+            if largest < step:
+                break
+            sizes += zz >= step
+    return sizes
 
 
 def _zz(values: Any) -> Any:
@@ -630,24 +638,24 @@ def _cut(np: Any, cum: Any, pos: int, n: int, j0: int, ts_len: int, room: int) -
     left) ends: before the first record that does not fit, after at least one record if
     the batch is empty."""
     start, j, left = pos, j0, room
+    end = pos
     for k, tier in enumerate(_OD_TIERS):
         if j >= tier:
             continue
         sums = cum(ts_len, k + 1)
         seg_end = min(n, pos + (tier - j))
-        # The last record index e with sums[e] - sums[pos] <= left.
-        e = int(np.searchsorted(sums, sums[pos] + left, "right")) - 1
-        if e < seg_end:
-            end = max(e, pos)
+        base = int(sums[pos])
+        whole = int(sums[seg_end]) - base
+        if whole > left:
+            # The cut is in this tier: the last e with sums[e] - sums[pos] <= left.
+            end = max(pos, int(sums.searchsorted(base + left, "right")) - 1)
             break
-        left -= int(sums[seg_end] - sums[pos])
+        left -= whole
         j += seg_end - pos
         pos = seg_end
         if pos == n:
             end = n
             break
-    else:  # pragma: no cover - no batch holds 2**34 records
-        end = pos
     if end == start and j0 == 0:
         end = start + 1
     return end
@@ -679,7 +687,7 @@ def _interleave(np: Any, sources: list[tuple[Any, Any]], n: int, trailer: bool) 
         order = np.append(order, row_base[1] - 1)
     if pa is not None:
         combined = _arrow_view(pa, np, offsets, data)
-        return _arrow_payload(np, combined.take(pa.array(order)))
+        return _arrow_payload(np, combined.take(pa.array(order.astype(np.int32))))
     starts = offsets[:-1][order]
     lengths = np.diff(offsets)[order]
     out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
