@@ -307,6 +307,8 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
         cols.runs = [(part, 0, count)]
         np.cumsum(bound, out=sizes[1:])
         cols.sizes = sizes
+        if part is None:
+            cols.values.plan_stop = count  # sticky runs come one after the other
         return
     order = np.argsort(parts, kind="stable")
     ordered = parts[order]
@@ -325,3 +327,5 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
         (None if p < 0 else p, left, right)
         for p, left, right in zip(distinct.tolist(), lefts, rights, strict=True)
     ]
+    if cols.runs[0][0] is None:
+        cols.values.plan_stop = cols.runs[0][2]  # the sticky records sort first

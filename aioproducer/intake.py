@@ -168,10 +168,22 @@ class PreparedColumns:
 
     def slices(self, batch_size: int, bulk: BulkDelivery) -> list[ColumnRun]:
         """The runs cut into slices: at most a batch's worth for the sticky partitioner
-        (it may move on after each batch), else ``_BULK_SLICE`` records."""
+        (it may move on after each batch; for columns exactly a batch), else
+        ``_BULK_SLICE`` records."""
         out: list[ColumnRun] = []
         sticky_step = min(_BULK_SLICE, max(1, batch_size // self.max_estimate))
         for part, start, stop in self.runs:
+            if part is None and self.sizes is not None:
+                # Columns: cut exactly where each batch fills (one numpy pass), so a run
+                # is one batch and the encoder plans many of them at once.
+                from .protocol.columnar import fresh_cuts
+
+                cuts = fresh_cuts(self.values, self.keys, self.headers, start, stop, batch_size)
+                for i in range(len(cuts) - 1):
+                    for pos in range(cuts[i], cuts[i + 1], _BULK_SLICE):
+                        end = min(cuts[i + 1], pos + _BULK_SLICE)
+                        out.append(ColumnRun(self, None, pos, end, self.estimate(pos, end), bulk))
+                continue
             step = sticky_step if part is None else _BULK_SLICE
             for pos in range(start, stop, step):
                 end = min(stop, pos + step)

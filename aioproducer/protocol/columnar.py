@@ -24,7 +24,7 @@ from typing import Any, Final
 from aioproducer.errors import SerializationError
 from aioproducer.protocol.batch_layout import RECORD_BATCH_OVERHEAD as _BATCH_OVERHEAD
 
-__all__ = ["BinaryColumn", "encode_run", "numpy"]
+__all__ = ["BinaryColumn", "encode_run", "fresh_cuts", "numpy"]
 
 
 def numpy() -> Any:
@@ -64,7 +64,7 @@ class BinaryColumn:
     ``data[offsets[a]:offsets[b]]``.
     """
 
-    __slots__ = ("_plan", "data", "offsets", "valid")
+    __slots__ = ("_plan", "data", "offsets", "plan_stop", "valid")
 
     def __init__(self, offsets: Any, data: Any, valid: Any = None) -> None:
         """Wrap numpy arrays as they are (see the class docstring for their meaning)."""
@@ -73,6 +73,10 @@ class BinaryColumn:
         self.valid = valid
         # The encoding planned ahead for the next batches (see encode_run).
         self._plan: _Plan | None = None
+        #: Rows before this one may be encoded ahead of the calls that ask for them, when
+        #: a fresh batch starts (a bulk send sets it for the rows the sticky partitioner
+        #: places, which come in consecutive runs); None: only what a call asks for.
+        self.plan_stop: int | None = None
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -237,6 +241,12 @@ class BinaryColumn:
         """How many rows are null."""
         return 0 if self.valid is None else int(len(self.valid) - self.valid.sum())
 
+    def row_length(self, index: int) -> int:
+        """Row ``index``'s byte length, -1 if null (Python int: for single rows)."""
+        if self.valid is not None and not self.valid[index]:
+            return -1
+        return int(self.offsets[index + 1] - self.offsets[index])
+
     def row(self, index: int) -> bytes | None:
         """Row ``index`` as ``bytes`` (None if null): for errors and tests, not hot paths."""
         if self.valid is not None and not self.valid[index]:
@@ -316,10 +326,17 @@ def _gather_index(np: Any, starts: Any, lengths: Any, offsets: Any) -> Any:
 def _put_varints(np: Any, out: Any, pos: Any, zz: Any, sizes: Any) -> None:
     """Write LEB128 varints ``zz`` (non-negative int64, with their ``sizes``) at
     ``out[pos]`` onwards."""
+    if not len(zz):
+        return
+    widest = int(sizes.max())
+    if widest == int(sizes.min()):
+        # All the same size (the usual case): no row selection.
+        for j in range(widest):
+            byte = zz & 0x7F if j == 0 else (zz >> (7 * j)) & 0x7F
+            out[pos + j if j else pos] = byte | 0x80 if j < widest - 1 else byte
+        return
     more = sizes > 1
     out[pos] = (zz & 0x7F) | (more << 7)
-    if not more.any():
-        return
     rows = np.flatnonzero(more)
     pos, zz, sizes = pos[rows], zz[rows], sizes[rows]
     for j in range(1, 10):
@@ -336,6 +353,8 @@ def _put_varints(np: Any, out: Any, pos: Any, zz: Any, sizes: Any) -> None:
 
 # A record's offset delta takes k + 1 bytes below _OD_TIERS[k] (zig-zag LEB128).
 _OD_TIERS: Final = (64, 8192, 1 << 20, 1 << 27, 1 << 34)
+# Records a plan may encode ahead of the calls (see BinaryColumn.plan_stop).
+_PLAN_AHEAD: Final = 4096
 # Zig-zag values from which a varint takes one more byte.
 _VARINT_STEPS: Final = tuple(1 << (7 * k) for k in range(1, 9))
 
@@ -466,20 +485,30 @@ def encode_run(
             keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes
         )
     if got is None:
+        if first_offset_delta and max_bytes is not None:
+            # A batch that cannot take even the first record is common (a run that
+            # ended at a cut): say so without disturbing the plan.
+            first = _record_size(values, keys, headers, start, first_offset_delta, ts_part)
+            if size_so_far + first > max_bytes:
+                return 0, b""
+        horizon = stop
+        ahead = values.plan_stop
+        if not first_offset_delta and ahead is not None and start < ahead:
+            horizon = max(stop, min(ahead, start + _PLAN_AHEAD))
         plan = _make_plan(
             np,
             values,
             keys,
             headers,
             start,
-            stop,
+            horizon,
             first_offset_delta,
             ts_part,
             size_so_far,
             max_bytes,
         )
         values._plan = plan
-        if plan is None:
+        if plan is None:  # pragma: no cover - the check above returns first
             return 0, b""
         got = plan.serve(
             keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes
@@ -489,6 +518,126 @@ def encode_run(
     if plan is not None and start + count >= plan.stop:
         values._plan = None  # used up
     return count, data
+
+
+def _varint_size(zz: int) -> int:
+    size = 1
+    while zz >= 0x80:
+        zz >>= 7
+        size += 1
+    return size
+
+
+def _record_size(
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    row: int,
+    offset_delta: int,
+    ts_part: bytes,
+) -> int:
+    """The exact encoded size of one record (Python ints: for a single record)."""
+    body = 1 + len(ts_part) + _varint_size(offset_delta << 1)
+    for column in (values, keys):
+        if column is None:
+            body += 1
+            continue
+        length = column.row_length(row)
+        body += _varint_size(length << 1) + length if length >= 0 else 1
+    if headers is None:
+        body += 1
+    else:
+        body += headers.row_length(row)
+    return body + _varint_size(body << 1)
+
+
+def fresh_cuts(
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    start: int,
+    stop: int,
+    max_bytes: int,
+) -> list[int]:
+    """Where records ``start:stop`` are cut into batches of at most ``max_bytes`` when
+    every batch starts empty: ``[start, ..., stop]``, one item per batch boundary.
+
+    A bulk send cuts the rows the sticky partitioner places into runs there, so that each
+    run fills one batch and :func:`encode_run` serves them all from one plan."""
+    if start >= stop:
+        return [start]
+    np = numpy()
+    tail, *_rest = _tails(np, values, keys, headers, start, stop)
+    batches = _cuts(np, tail, stop - start, 0, 1, _BATCH_OVERHEAD, max_bytes)
+    return [start] + [start + b[1] for b in batches]
+
+
+def _tails(
+    np: Any,
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    start: int,
+    stop: int,
+) -> tuple[Any, Any, Any, Any, Any]:
+    """Each record's "tail" size, the same wherever it lands (key length, key, value
+    length, value, header section), with the value and key length varints and sizes."""
+    vlen = values.lengths(start, stop)
+    vzz = _zz(vlen)
+    vsize = _sizes(np, vzz)
+    tail = vsize + np.maximum(vlen, 0)
+    kzz = ksize = None
+    if keys is not None:
+        klen = keys.lengths(start, stop)
+        kzz = _zz(klen)
+        ksize = _sizes(np, kzz)
+        tail += ksize + np.maximum(klen, 0)
+    else:
+        tail += 1  # the null key's length, -1
+    if headers is not None:
+        tail += np.diff(headers.offsets[start : stop + 1])
+    else:
+        tail += 1  # header count 0
+    return tail, vzz, vsize, kzz, ksize
+
+
+def _cuts(
+    np: Any,
+    tail: Any,
+    n: int,
+    first_offset_delta: int,
+    first_ts_len: int,
+    size_so_far: int,
+    max_bytes: int | None,
+) -> list[tuple[int, int, int, int, int]]:
+    """The batches ``n`` records with these tails fill: (first record, end, offset delta
+    of the first, timestamp delta size, bytes before the first), relative to the first
+    record; the first batch continues the caller's, the others start empty. Empty if
+    not even one record fits the caller's non-empty batch."""
+    batches: list[tuple[int, int, int, int, int]] = []
+    if max_bytes is None:
+        batches.append((0, n, first_offset_delta, first_ts_len, size_so_far))
+        return batches
+    cums: dict[tuple[int, int], Any] = {}
+
+    def cum(ts_len: int, osize: int) -> Any:
+        # Prefix sums of the records' sizes with that timestamp and offset delta size.
+        found = cums.get((ts_len, osize))
+        if found is None:
+            body = tail + (1 + ts_len + osize)
+            found = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(body + _sizes(np, _zz(body)), out=found[1:])
+            cums[(ts_len, osize)] = found
+        return found
+
+    pos, j0, ts_len, used = 0, first_offset_delta, first_ts_len, size_so_far
+    while pos < n:
+        end = _cut(np, cum, pos, n, j0, ts_len, max_bytes - used)
+        if end == pos:
+            break  # only the caller's batch can take nothing
+        batches.append((pos, end, j0, ts_len, used))
+        pos, j0, ts_len, used = end, 0, 1, _BATCH_OVERHEAD
+    return batches
 
 
 def _make_plan(
@@ -506,52 +655,10 @@ def _make_plan(
     """Cut records ``start:stop`` into batches and encode them (None: not even the first
     record fits the caller's non-empty batch)."""
     n = stop - start
-    # Everything after the offset delta is the same wherever a record lands: its "tail"
-    # (key length, key, value length, value, header section).
-    vlen = values.lengths(start, stop)
-    vzz = _zz(vlen)
-    vsize = _sizes(np, vzz)
-    tail = vsize + np.maximum(vlen, 0)
-    if keys is not None:
-        klen = keys.lengths(start, stop)
-        kzz = _zz(klen)
-        ksize = _sizes(np, kzz)
-        tail += ksize + np.maximum(klen, 0)
-    else:
-        tail += 1  # the null key's length, -1
-    if headers is not None:
-        tail += np.diff(headers.offsets[start : stop + 1])
-    else:
-        tail += 1  # header count 0
-
-    # The batches: (first record, end, offset delta of the first, timestamp delta size,
-    # bytes before the first), relative to start.
-    first_len = len(ts_part)
-    batches: list[tuple[int, int, int, int, int]] = []
-    if max_bytes is None:
-        batches.append((0, n, first_offset_delta, first_len, size_so_far))
-    else:
-        cums: dict[tuple[int, int], Any] = {}
-
-        def cum(ts_len: int, osize: int) -> Any:
-            # Prefix sums of the records' sizes with that timestamp and offset delta size.
-            found = cums.get((ts_len, osize))
-            if found is None:
-                body = tail + (1 + ts_len + osize)
-                found = np.zeros(n + 1, dtype=np.int64)
-                np.cumsum(body + _sizes(np, _zz(body)), out=found[1:])
-                cums[(ts_len, osize)] = found
-            return found
-
-        pos, j0, ts_len, used = 0, first_offset_delta, first_len, size_so_far
-        while pos < n:
-            end = _cut(np, cum, pos, n, j0, ts_len, max_bytes - used)
-            if end == pos:
-                if not batches:
-                    return None
-                break  # pragma: no cover - a fresh batch always takes a record
-            batches.append((pos, end, j0, ts_len, used))
-            pos, j0, ts_len, used = end, 0, 1, _BATCH_OVERHEAD
+    tail, vzz, vsize, kzz, ksize = _tails(np, values, keys, headers, start, stop)
+    batches = _cuts(np, tail, n, first_offset_delta, len(ts_part), size_so_far, max_bytes)
+    if not batches:
+        return None
 
     # Per record: its batch's values, its offset delta, sizes and position.
     firsts = np.asarray([b[0] for b in batches], dtype=np.int64)
@@ -679,10 +786,7 @@ def _interleave(np: Any, sources: list[tuple[Any, Any]], n: int, trailer: bool) 
         offsets[row_base[j] : row_base[j + 1] + 1] = off - firsts[j] + bases[j]
     data = np.concatenate([d[a:b] for (_off, d), a, b in zip(sources, firsts, lasts, strict=True)])
     # The order of the pieces: record by record.
-    order = np.empty((n, k), dtype=np.int64)
-    for j in range(k):
-        order[:, j] = np.arange(row_base[j], row_base[j] + n, dtype=np.int64)
-    order = order.reshape(-1)
+    order = (np.arange(n, dtype=np.int32)[:, None] + row_base[:k].astype(np.int32)).reshape(-1)
     if trailer:
         order = np.append(order, row_base[1] - 1)
     if pa is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -206,6 +207,7 @@ def test_offset_deltas_past_the_one_byte_varints_are_exact(interleave: str) -> N
 def test_batches_planned_ahead_follow_any_interleaving_of_calls() -> None:
     values = [bytes(i % 300) for i in range(3000)]
     col = BinaryColumn.from_sequence(values)
+    col.plan_stop = len(values)  # plans may reach past what a call asks for
     reference = fill("append_many", 9, None, values, None, 4096, Codec.NONE)
     assert fill("append_columns", 9, None, col, None, 4096, Codec.NONE) == reference
     # A call the plan did not foresee (another batch size, another start) is encoded anew.
@@ -251,3 +253,37 @@ def test_a_null_that_spans_bytes_is_compacted() -> None:
     a.append_columns(1, None, col)
     b.append_many(1, None, [b"aa", None, b"c"])
     assert a.build() == b.build()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=3000), max_size=200),
+    limit=st.integers(min_value=RECORD_BATCH_OVERHEAD, max_value=20_000),
+)
+def test_fresh_cuts_are_where_append_many_cuts_fresh_batches(sizes: list[int], limit: int) -> None:
+    values = [bytes(n) for n in sizes]
+    col = BinaryColumn.from_sequence(values)
+    expected, pos = [0], 0
+    while pos < len(values):
+        pos += RecordBatchBuilder().append_many(1, None, values, None, pos, len(values), limit)[0]
+        expected.append(pos)
+    assert columnar.fresh_cuts(col, None, None, 0, len(values), limit) == expected
+
+
+def test_runs_at_fresh_cuts_are_served_from_one_plan() -> None:
+    values = [bytes(i % 200) for i in range(3000)]
+    col = BinaryColumn.from_sequence(values)
+    col.plan_stop = len(values)
+    cuts = columnar.fresh_cuts(col, None, None, 0, len(values), 2048)
+    plans: list[Any] = []
+    got = []
+    for start, stop in itertools.pairwise(cuts):
+        builder = RecordBatchBuilder()
+        assert builder.append_columns(3, None, col, None, start, stop, 2048)[0] == stop - start
+        plans.append(col._plan)
+        got.append(builder.build())
+    assert got == fill("append_many", 3, None, values, None, 2048, Codec.NONE)
+    # Plans reach 4096 records ahead: one for all of these (dropped once used up).
+    assert len(cuts) > 100
+    assert plans[-1] is None
+    assert all(plan is plans[0] for plan in plans[:-1])
