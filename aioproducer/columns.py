@@ -239,11 +239,12 @@ def _partition_column(partitions: Any, count: int, topic: str, nparts: int, fail
             raise InvalidArgumentError(
                 f"the partition column must hold integers, got {partitions.type}"
             )
-        out = (
-            np.asarray(partitions.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-            if not pa.types.is_null(partitions.type)
-            else np.full(len(partitions), -1, np.int64)
-        )
+        if pa.types.is_null(partitions.type):
+            out = np.full(len(partitions), -1, np.int64)
+        else:
+            # Through int64: unsigned columns cannot hold the -1 that marks a null.
+            wide = partitions.cast(pa.int64(), safe=False).fill_null(-1)
+            out = np.asarray(wide.to_numpy(zero_copy_only=False), dtype=np.int64)
         given = np.ones(len(out), dtype=bool)
         if partitions.null_count:
             given = partitions.is_valid().to_numpy(zero_copy_only=False)

@@ -18,6 +18,7 @@ Pure computation on buffers: no I/O.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -390,13 +391,13 @@ class _Plan:
     """
 
     __slots__ = (
-        "before",
+        "batch_ends",
+        "batch_j0",
+        "batch_starts",
+        "batch_used",
         "data",
-        "ends",
-        "first_stop",
         "first_ts",
         "headers",
-        "j",
         "keys",
         "max_bytes",
         "rec_off",
@@ -410,12 +411,13 @@ class _Plan:
     start: int
     stop: int
     first_ts: bytes
-    first_stop: int
-    # numpy arrays, one item per record: offset delta, batch bytes before it, end of its
-    # batch (absolute row), and (one more) byte offsets into data.
-    j: Any
-    before: Any
-    ends: Any
+    # Per batch (absolute rows): first row, end, offset delta of the first row, and the
+    # batch's bytes before it.
+    batch_starts: list[int]
+    batch_ends: list[int]
+    batch_j0: list[int]
+    batch_used: list[int]
+    # numpy: byte offset of every record in data (one more than records).
     rec_off: Any
     data: Any
 
@@ -438,14 +440,20 @@ class _Plan:
             or keys is not self.keys
             or headers is not self.headers
             or max_bytes != self.max_bytes
-            or int(self.j[i]) != first_offset_delta
-            or int(self.before[i]) != size_so_far
-            or ts_part != (self.first_ts if start < self.first_stop else b"\x00")
         ):
             return None
-        end = int(self.ends[i])
+        b = bisect.bisect_right(self.batch_starts, start) - 1
+        first = self.batch_starts[b]
+        rec_off = self.rec_off
+        if (
+            self.batch_j0[b] + start - first != first_offset_delta
+            or self.batch_used[b] + int(rec_off[i] - rec_off[first - self.start]) != size_so_far
+            or ts_part != (self.first_ts if b == 0 else b"\x00")
+        ):
+            return None
+        end = self.batch_ends[b]
         last = min(stop, end)
-        data = self.data[int(self.rec_off[i]) : int(self.rec_off[last - self.start])]
+        data = self.data[int(rec_off[i]) : int(rec_off[last - self.start])]
         return last - start, data, end < self.stop
 
 
@@ -583,13 +591,13 @@ def _tails(
     """Each record's "tail" size, the same wherever it lands (key length, key, value
     length, value, header section), with the value and key length varints and sizes."""
     vlen = values.lengths(start, stop)
-    vzz = _zz(vlen)
+    vzz = _zz(vlen) if values.valid is not None else vlen << 1
     vsize = _sizes(np, vzz)
     tail = vsize + np.maximum(vlen, 0)
     kzz = ksize = None
     if keys is not None:
         klen = keys.lengths(start, stop)
-        kzz = _zz(klen)
+        kzz = _zz(klen) if keys.valid is not None else klen << 1
         ksize = _sizes(np, kzz)
         tail += ksize + np.maximum(klen, 0)
     else:
@@ -626,7 +634,7 @@ def _cuts(
         if found is None:
             body = tail + (1 + ts_len + osize)
             found = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(body + _sizes(np, _zz(body)), out=found[1:])
+            np.cumsum(body + _sizes(np, body << 1), out=found[1:])
             cums[(ts_len, osize)] = found
         return found
 
@@ -660,33 +668,35 @@ def _make_plan(
     if not batches:
         return None
 
-    # Per record: its batch's values, its offset delta, sizes and position.
-    firsts = np.asarray([b[0] for b in batches], dtype=np.int64)
-    counts = np.asarray([b[1] - b[0] for b in batches], dtype=np.int64)
-    covered = int(firsts[-1] + counts[-1])
-    if covered < n:  # pragma: no cover - defensive: only the cut loop ends early
-        n = covered
-        tail = tail[:n]
-    which = np.repeat(np.arange(len(batches)), counts)
-    j = np.arange(n, dtype=np.int64) - firsts[which]
-    j += np.asarray([b[2] for b in batches], dtype=np.int64)[which]
-    ozz = _zz(j)
+    # Per record: its offset delta and sizes; every batch but the first starts empty,
+    # with a one-byte timestamp delta (0).
+    firsts = [b[0] for b in batches]
+    counts = [b[1] - b[0] for b in batches]
+    n = batches[-1][1]
+    tail = tail[:n]
+    shift = np.asarray([b[0] - b[2] for b in batches], dtype=np.int64)
+    j = np.arange(n, dtype=np.int64) - np.repeat(shift, counts)
+    ozz = j << 1
     osize = _sizes(np, ozz)
-    ts_lens = np.asarray([b[3] for b in batches], dtype=np.int64)[which]
-    body = tail + 1 + ts_lens + osize
-    lzz = _zz(body)
+    first_count = counts[0]
+    body = tail + osize
+    body += 2  # attributes, timestamp delta
+    if len(ts_part) != 1:
+        body[:first_count] += len(ts_part) - 1
+    lzz = body << 1
     lsize = _sizes(np, lzz)
-    total = body + lsize
     rec_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(total, out=rec_off[1:])
-    before = rec_off[:-1] - rec_off[firsts][which]
-    before += np.asarray([b[4] for b in batches], dtype=np.int64)[which]
+    np.cumsum(body, out=rec_off[1:])
+    rec_off[1:] += np.cumsum(lsize)
 
     # Piece P[i]: [header count 0 of record i-1] length, attributes, timestamp delta,
     # offset delta, key length, and (without a key column) the null key and value length.
     trailer = headers is None
-    width = lsize + 1 + ts_lens + osize
-    width += ksize if keys is not None else 1 + vsize
+    width = lsize + osize
+    width += 2  # attributes, timestamp delta
+    if len(ts_part) != 1:
+        width[:first_count] += len(ts_part) - 1
+    width += ksize[:n] if keys is not None else 1 + vsize[:n]
     if trailer:
         width[1:] += 1
     poff = np.zeros(n + 2 if trailer else n + 1, dtype=np.int64)
@@ -704,7 +714,9 @@ def _make_plan(
         for k, byte in enumerate(ts_part):
             pdata[pos_[:first_count] + k] = byte
     # Fresh batches' timestamp delta is 0, already there.
-    pos_ += ts_lens
+    pos_ += 1
+    if len(ts_part) != 1:
+        pos_[:first_count] += len(ts_part) - 1
     _put_varints(np, pdata, pos_, ozz, osize)
     pos_ += osize
     sources: list[tuple[Any, Any]] = [(poff, pdata)]
@@ -731,10 +743,10 @@ def _make_plan(
     plan.start = start
     plan.stop = start + n
     plan.first_ts = ts_part
-    plan.first_stop = start + first_count
-    plan.j = j
-    plan.before = before
-    plan.ends = (firsts + counts)[which] + start
+    plan.batch_starts = [start + first for first in firsts]
+    plan.batch_ends = [start + b[1] for b in batches]
+    plan.batch_j0 = [b[2] for b in batches]
+    plan.batch_used = [b[4] for b in batches]
     plan.rec_off = rec_off
     plan.data = _interleave(np, sources, n, trailer)
     return plan
