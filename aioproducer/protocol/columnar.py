@@ -194,7 +194,7 @@ class BinaryColumn:
         """A column of encoded header sections, one per row of ``rows`` (each a sequence
         of ``(str, bytes | None)`` pairs, or None/empty for none), as :func:`encode_run`
         takes them. Raises :class:`~aioproducer.errors.SerializationError` for a bad
-        header, as :meth:`RecordBatchBuilder.append` does. Runs per row: header lists are
+        header, as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` does. Runs per row: header lists are
         Python objects already."""
         from aioproducer.protocol.records import _encode_headers
 
@@ -385,7 +385,7 @@ class _Plan:
     A small batch holds a few hundred records; numpy's fixed cost per call would dominate
     if every batch were encoded on its own. So the first call for a run cuts the whole run
     into the batches it would fill (the first one continuing the caller's batch, the
-    others fresh, each cut exactly where :meth:`RecordBatchBuilder.append_many` would cut
+    others fresh, each cut exactly where :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append_many` would cut
     it), encodes them in one go, and the following calls are served slices of it as long
     as they ask for exactly what was planned (same record, offset delta, timestamp delta
     and batch size so far; anything else is planned afresh).
@@ -469,7 +469,7 @@ def encode_run(
     size_so_far: int,
     max_bytes: int | None,
 ) -> tuple[int, Any]:
-    """Encode records ``start:stop`` as :meth:`RecordBatchBuilder.append` would, one after
+    """Encode records ``start:stop`` as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` would, one after
     the other, into a batch already holding ``first_offset_delta`` records and
     ``size_so_far`` bytes; returns ``(records encoded, their bytes)`` (a bytes-like
     object: a numpy uint8 array).
