@@ -228,7 +228,7 @@ def send_series(
     send (see :func:`producer`, whose settings ``config`` are); the call returns once all
     are acknowledged, or raises :class:`~aioproducer.spark.SparkWriteError` if any failed.
     """
-    import pandas as pd  # type: ignore[import-untyped]
+    import pandas as pd
 
     if keys is not None and len(keys) != len(values):
         raise InvalidArgumentError(

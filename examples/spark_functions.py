@@ -29,9 +29,9 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd  # module level: pandas_udf reads its type hints from these globals
 
@@ -95,7 +95,10 @@ def with_pandas_udf(df: Any, servers: str, topic: str) -> list[Any]:
     """A pandas_udf that sends a column and returns each value's partition and offset."""
     from pyspark.sql import functions as F
 
-    @F.pandas_udf("partition int, offset long")  # type: ignore[call-overload,misc]
+    # pyspark's own typing of pandas_udf differs between versions: give it a plain type.
+    pandas_udf: Callable[[str], Callable[[Callable[..., Any]], Any]] = cast(Any, F).pandas_udf
+
+    @pandas_udf("partition int, offset long")
     def to_kafka(values: pd.Series, keys: pd.Series) -> pd.DataFrame:
         return kafka_spark.send_series(topic, values, keys, bootstrap_servers=servers)
 
