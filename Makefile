@@ -46,12 +46,11 @@ compiled-check: $(STAMP)
 	$(PY) -m aioproducer info --require-compiled
 
 # The pure-Python hot path (what installs without a compiler) once more, on the fast
-# unit-level tests of the code around it; the broker tests above ran compiled. Not
-# tests/protocol: no protocol module is compiled (add it when one is), so it would only
-# repeat itself.
+# unit-level tests of the code around it; the broker tests above ran compiled.
+# tests/protocol too: the record encoder (protocol/record_encoder.py) is compiled.
 pytest-pure: $(STAMP)
 	AIOPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -p no:cacheprovider -m "not broker" \
-		tests/producer tests/sync tests/fake/test_adaptive_partitioning.py
+		tests/producer tests/sync tests/protocol tests/fake/test_adaptive_partitioning.py
 
 test: lint typecheck docs compiled-check pytest pytest-pure
 
