@@ -14,7 +14,7 @@ Everything here is pure computation on bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol, cast
 
 from aioproducer.errors import SerializationError
 
@@ -27,6 +27,8 @@ __all__ = [
     "TABLE_LIMIT",
     "ZZ",
     "ZZ_LEN",
+    "BatchState",
+    "append_record",
     "as_bytes_like",
     "encode_headers",
     "encode_record",
@@ -36,6 +38,16 @@ __all__ = [
 
 Header = tuple[str, bytes | None]
 BytesLike = bytes | bytearray | memoryview
+
+
+class BatchState(Protocol):
+    """What :func:`append_record` reads and updates of a ``RecordBatchBuilder``."""
+
+    _buf: bytearray
+    _count: int
+    _base_ts: int
+    _max_ts: int
+
 
 #: The int64 range of timestamps and their deltas.
 INT64_MIN: Final = -(1 << 63)
@@ -240,4 +252,33 @@ def encode_record(
             header_part,
         )
     )
+    return encoded
+
+
+def append_record(
+    builder: BatchState,
+    timestamp_ms: object,
+    key: object,
+    value: object,
+    headers: Sequence[Header],
+) -> int:
+    """``RecordBatchBuilder.append``: encode a record at the end of ``builder``'s batch,
+    update its count and timestamps, and return the record's encoded size.
+
+    The builder's method delegates here, and the (compiled) accumulator calls it directly:
+    one call per record instead of two. Invalid input raises like :func:`encode_record`
+    and leaves the builder unchanged.
+    """
+    count = builder._count
+    encoded = encode_record(
+        builder._buf, count, builder._base_ts, timestamp_ms, key, value, headers
+    )
+    # encode_record accepted it: an int.
+    ts = cast(int, timestamp_ms)
+    if count == 0:
+        builder._base_ts = ts
+        builder._max_ts = ts
+    elif ts > builder._max_ts:
+        builder._max_ts = ts
+    builder._count = count + 1
     return encoded

@@ -39,9 +39,9 @@ from aioproducer.protocol.record_encoder import NULL as _NULL
 from aioproducer.protocol.record_encoder import TABLE_LIMIT as _TABLE_LIMIT
 from aioproducer.protocol.record_encoder import ZZ as _ZZ
 from aioproducer.protocol.record_encoder import ZZ_LEN as _ZZ_LEN
+from aioproducer.protocol.record_encoder import append_record as _append_record
 from aioproducer.protocol.record_encoder import as_bytes_like as _as_bytes_like
 from aioproducer.protocol.record_encoder import encode_headers as _encode_headers
-from aioproducer.protocol.record_encoder import encode_record as _encode_record
 from aioproducer.protocol.record_encoder import zigzag as _zigzag
 from aioproducer.protocol.record_reader import Record, RecordBatch, decode_batches, parse_records
 
@@ -200,16 +200,10 @@ class RecordBatchBuilder:
         headers), ``TypeError`` (a timestamp that is not an int) or ``ValueError`` (a
         timestamp outside int64).
         """
-        # The encoding itself is record_encoder's (the reference; compiled where possible).
-        # It checks everything before writing, so a rejected record leaves nothing behind.
-        count = self._count
-        encoded = _encode_record(self._buf, count, self._base_ts, timestamp_ms, key, value, headers)
-        if count == 0:
-            self._base_ts = self._max_ts = timestamp_ms
-        elif timestamp_ms > self._max_ts:
-            self._max_ts = timestamp_ms
-        self._count = count + 1
-        return encoded
+        # The work is record_encoder's (compiled where possible), which the accumulator
+        # also calls directly. It checks everything before writing, so a rejected record
+        # leaves nothing behind.
+        return _append_record(self, timestamp_ms, key, value, headers)
 
     def append_many(
         self,
