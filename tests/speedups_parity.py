@@ -1,6 +1,6 @@
 """Run by ``test_speedups.py`` in a subprocess, once compiled and once pure Python: puts
 the same hypothesis-generated records through the intake into batches, and others straight
-into the record encoder (``RecordBatchBuilder.append``), and prints a digest of everything
+into the record encoder (``RecordBatchBuilder.append`` and ``append_many``), and prints a digest of everything
 observable (handles, errors, budget, batch bytes) and the example count.
 
 Hypothesis runs derandomized, so both processes see exactly the same examples.
@@ -133,6 +133,18 @@ def replay_encoder() -> list[str]:
                 observed.append(repr(builder.append(ts, key, value, hdrs)))
             except Exception as exc:
                 observed.append(repr((type(exc).__name__, str(exc))))
+        observed.append(repr(builder.build() if builder.record_count else builder.size_in_bytes))
+        # The same records as one run (append_many), stamped alike, cut at 2000 bytes.
+        builder = RecordBatchBuilder()
+        stamp = records[0][0] if records and type(records[0][0]) is int else 0
+        columns = [list(column) for column in zip(*records, strict=True)] or [[], [], [], []]
+        try:
+            outcome: object = builder.append_many(
+                stamp, columns[1], columns[2], columns[3], 0, len(records), 2000
+            )
+        except Exception as exc:
+            outcome = (type(exc).__name__, str(exc), builder.record_count)
+        observed.append(repr(outcome))
         observed.append(repr(builder.build() if builder.record_count else builder.size_in_bytes))
     return observed
 

@@ -16,7 +16,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from aioproducer.errors import CorruptRecordError, SerializationError
+from aioproducer.errors import CorruptRecordError
 from aioproducer.protocol.batch_layout import COVERED as _COVERED
 from aioproducer.protocol.batch_layout import CRC_START as _CRC_START
 from aioproducer.protocol.batch_layout import DEFAULT_MAX_DECOMPRESSED_SIZE, RECORD_BATCH_OVERHEAD
@@ -29,19 +29,15 @@ from aioproducer.protocol.batch_layout import PRODUCER_STATE as _PRODUCER_STATE
 from aioproducer.protocol.batch_layout import TRANSACTIONAL_FLAG as _TRANSACTIONAL_FLAG
 from aioproducer.protocol.compression import Codec, compress, validate_level
 
-# The per-record encoding lives in its own module (compiled with mypyc where possible);
-# its helpers keep their names here for append_many.
+# The encoding of records lives in its own module, compiled with mypyc where possible
+# (append and append_many call it); this one keeps the batch's bytes and counters.
 from aioproducer.protocol.record_encoder import ATTRS as _ATTRS
-from aioproducer.protocol.record_encoder import EMPTY_HEADERS as _EMPTY_HEADERS
 from aioproducer.protocol.record_encoder import INT64_MAX as _INT64_MAX
 from aioproducer.protocol.record_encoder import INT64_MIN as _INT64_MIN
-from aioproducer.protocol.record_encoder import NULL as _NULL
 from aioproducer.protocol.record_encoder import TABLE_LIMIT as _TABLE_LIMIT
 from aioproducer.protocol.record_encoder import ZZ as _ZZ
-from aioproducer.protocol.record_encoder import ZZ_LEN as _ZZ_LEN
 from aioproducer.protocol.record_encoder import append_record as _append_record
-from aioproducer.protocol.record_encoder import as_bytes_like as _as_bytes_like
-from aioproducer.protocol.record_encoder import encode_headers as _encode_headers
+from aioproducer.protocol.record_encoder import encode_records as _encode_records
 from aioproducer.protocol.record_encoder import zigzag as _zigzag
 from aioproducer.protocol.record_reader import Record, RecordBatch, decode_batches, parse_records
 
@@ -249,78 +245,11 @@ class RecordBatchBuilder:
         # Attributes and timestamp delta are the same for every record of the run: one
         # piece, and a constant share of every record's length.
         prefix = _ATTRS + ts_part
-        fixed = len(prefix)
         size = RECORD_BATCH_OVERHEAD + len(self._buf)
-        limit = max_bytes if max_bytes is not None else _INT64_MAX
-        pieces: list[bytes | bytearray | memoryview] = []
-        put = pieces.extend
-        zl = _ZZ_LEN
-        zz = _ZZ
-        table = _TABLE_LIMIT
-        error: BaseException | None = None
-        try:
-            for i in range(start, stop):
-                key = keys[i] if keys is not None else None
-                value = values[i]
-                # Deliberate copy of append's encoding, inline for speed (see append).
-                if type(key) is bytes:
-                    key_len = len(key)
-                    key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
-                elif key is None:
-                    key_len = 0
-                    key_part = _NULL
-                else:
-                    key = _as_bytes_like(key, "key")
-                    key_len = len(key)
-                    key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
-                if type(value) is bytes:
-                    value_len = len(value)
-                    value_part = zz[value_len + 1] if value_len < table else _zigzag(value_len)
-                elif value is None:
-                    value_len = 0
-                    value_part = _NULL
-                else:
-                    value = _as_bytes_like(value, "value")
-                    value_len = len(value)
-                    value_part = zz[value_len + 1] if value_len < table else _zigzag(value_len)
-                if headers is not None:
-                    hdrs = headers[i]
-                    header_part: bytes | bytearray = (
-                        _encode_headers(hdrs) if hdrs else _EMPTY_HEADERS
-                    )
-                    header_len = len(header_part)
-                else:
-                    header_part = _EMPTY_HEADERS
-                    header_len = 1
-                if count < table:
-                    offset_part = zz[count + 1]
-                    body = fixed + zl[count + 1]
-                else:
-                    offset_part = _zigzag(count)
-                    body = fixed + len(offset_part)
-                body += len(key_part) + key_len + len(value_part) + value_len + header_len
-                length_part = zz[body + 1] if body < table else _zigzag(body)
-                total = body + len(length_part)
-                if size + total > limit and count:
-                    break
-                size += total
-                count += 1
-                # One call per record; None key/value contribute no bytes (their -1
-                # length is in key_part/value_part).
-                put(
-                    (  # type: ignore[arg-type]
-                        length_part,
-                        prefix,
-                        offset_part,
-                        key_part,
-                        key if key_len else b"",
-                        value_part,
-                        value if value_len else b"",
-                        header_part,
-                    )
-                )
-        except (SerializationError, TypeError, ValueError) as exc:
-            error = exc
+        # The loop is record_encoder's (compiled where possible).
+        pieces, count, size, error = _encode_records(
+            prefix, count, size, max_bytes, keys, values, headers, start, stop
+        )
         appended = count - self._count
         if appended:
             added = size - RECORD_BATCH_OVERHEAD - len(self._buf)
