@@ -45,6 +45,12 @@ class _OptionalBuildExt(build_ext):
         manifest = HERE / "aioproducer" / speedups.MANIFEST
         if self.inplace:
             _remove_stray_builds()
+        if not self.extensions:
+            # Nothing to compile (mypyc missing or refused the sources): no manifest, or
+            # compiled files left from an earlier build would pass for current ones.
+            manifest.unlink(missing_ok=True)
+            super().run()
+            return
         try:
             super().run()
         except Exception as exc:

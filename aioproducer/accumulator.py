@@ -21,6 +21,7 @@ import anyio
 from .budget import MemoryBudget
 from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
+from .protocol.record_encoder import append_record
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 # Re-exported: they lived here once, and tests and tools import them from here.
@@ -286,8 +287,11 @@ class Accumulator:
         else:
             wake = False
         builder = batch.builder
-        index = builder.record_count
-        added = builder.append(timestamp_ms, key, value, headers or ())
+        # The builder's count read directly, and its append called as the function it
+        # delegates to (both compiled): its property and method are Python calls, which
+        # compiled code pays for in full, once per record.
+        index = builder._count
+        added = append_record(builder, timestamp_ms, key, value, headers or ())
         # What the estimate over-reserved is given back when the batch is settled.
         batch.unsettled += reserved - added
         size = batch.reserved + added

@@ -229,6 +229,8 @@ class Intake:
         self._value_serializer = config.value_serializer
         self._custom = config.partitioner
         self._keys_decide = config.partitioner is None and not config.partitioner_ignore_keys
+        #: Whether the latest :meth:`offer` that appended woke the sender.
+        self.woke = False
         #: The largest record size bound that can ever be sent.
         self.max_size = min(config.max_request_size, config.buffer_memory) - RECORD_BATCH_OVERHEAD
 
@@ -250,6 +252,14 @@ class Intake:
         """Serialize, convert and check one record (not its partition: see
         :meth:`check_partition`); raises ``SerializationError``, ``RecordTooLargeError``
         or ``InvalidArgumentError``. ``headers`` is :data:`Headers` or None."""
+        key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
+        return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
+
+    def _check(
+        self, topic: Any, key: Any, value: Any, headers: Any, timestamp_ms: Any
+    ) -> tuple[Any, Any, HeaderList | None, int, int]:
+        # record()'s work: key, value, headers, timestamp and size bound, checked. A
+        # fixed-size tuple, which compiled code passes unboxed (no tuple per record).
         if self.gate is not None:
             self.gate()
         # None means "no key" / "no value" (a tombstone) and is never passed to a serializer.
@@ -281,6 +291,34 @@ class Intake:
             record_timestamp(timestamp_ms)  # raises
         if size > self.max_size:
             raise self.too_large(size + RECORD_BATCH_OVERHEAD)
+        return key, value, hdrs, timestamp_ms, size
+
+    def offer(
+        self,
+        topic: Any,
+        key: Any,
+        value: Any,
+        headers: Any,
+        partition: Any,
+        timestamp_ms: Any,
+    ) -> DeliveryHandle | PreparedRecord:
+        """:meth:`record`, then, if the topic's metadata is loaded and the budget has room
+        right now, its admission and :meth:`append` (loop): returns the handle, and sets
+        :attr:`woke` to whether the sender was woken. Otherwise returns the checked record
+        for the caller to wait with (nothing reserved).
+
+        ``Producer.send`` in one call: most records need no waiting.
+        """
+        key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
+        info = self.cluster.snapshot.topics.get(topic)
+        if info is not None:
+            if partition is not None:
+                self.check_partition(topic, partition, info)
+            if self.budget.try_reserve(size):
+                handle, self.woke = self._place(
+                    topic, key, value, hdrs, timestamp_ms, partition, size, info
+                )
+                return handle
         return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
 
     def check_partition(self, topic: Any, partition: Any, info: TopicInfo) -> None:
@@ -448,6 +486,20 @@ class Intake:
         raised.
         """
         topic, key, value, hdrs, ts, explicit, need = record
+        return self._place(topic, key, value, hdrs, ts, explicit, need, info)
+
+    def _place(
+        self,
+        topic: str,
+        key: bytes | bytearray | None,
+        value: bytes | bytearray | None,
+        hdrs: HeaderList | None,
+        ts: int,
+        explicit: int | None,
+        need: int,
+        info: TopicInfo,
+    ) -> tuple[DeliveryHandle, bool]:
+        # append() with the record's fields (offer() has them unpacked).
         # The sticky partitioner's [partition, bytes produced] for the topic, read and
         # updated in place (no call per record), when it places this record.
         state: list[int] | None = None

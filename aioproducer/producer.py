@@ -35,7 +35,7 @@ from .errors import (
     TransactionFailedError,
     TransactionStateError,
 )
-from .intake import Headers, Intake, aligned, check_topic, record_timestamp
+from .intake import Headers, Intake, PreparedRecord, aligned, check_topic, record_timestamp
 from .metrics import Metrics
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .sender import Sender
@@ -250,40 +250,70 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        hook = self._instrumentation
-        span = None
-        if hook is not None:
-            span, headers = hook.start(self, topic, key, headers)
-        try:
+        if self._instrumentation is None:
+            # The common case in one call (compiled where possible): the record is checked,
+            # admitted and appended at once if its topic's metadata is loaded and the
+            # buffer has room; else it comes back checked, for the waiting path.
             intake = self.intake
-            record = intake.record(topic, key, value, headers, partition, timestamp_ms)
-            info = self._cluster.snapshot.topics.get(topic)
-            waited = 0.0
-            if info is None:
-                started = time.monotonic()
-                info = await intake.wait_for_topic(topic, self._max_block)
-                waited = time.monotonic() - started
-            if partition is not None:
-                intake.check_partition(topic, partition, info)
-            need = record.size
-            if not self._budget.try_reserve(need):
-                await self._budget.reserve(need, max(0.0, self._max_block - waited))
-                if self._state != _RUNNING:
-                    self._budget.release(need)
-                    self._raise_not_running()
-                # The partition count may have changed while we waited.
-                info = self._cluster.snapshot.topics.get(topic, info)
-            handle, wake = intake.append(record, info)
-        except BaseException as exc:
-            if span is not None:
-                hook.failed(span, exc)
-            raise
-        if span is not None:
-            hook.appended(span, handle)
+            result = intake.offer(topic, key, value, headers, partition, timestamp_ms)
+            if isinstance(result, DeliveryHandle):
+                if intake.woke:
+                    # Let the sender run between batches even if the caller never yields.
+                    await anyio.lowlevel.cancel_shielded_checkpoint()
+                return result
+            handle, wake = await self._send_waiting(result, partition)
+        else:
+            handle, wake = await self._send_traced(
+                topic, value, key, headers, partition, timestamp_ms
+            )
         if wake:
-            # Let the sender run between batches even if the caller never yields.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # as above
         return handle
+
+    async def _send_traced(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> tuple[DeliveryHandle, bool]:
+        hook = self._instrumentation
+        span, headers = hook.start(self, topic, key, headers)
+        try:
+            record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
+            handle, wake = await self._send_waiting(record, partition)
+        except BaseException as exc:
+            hook.failed(span, exc)
+            raise
+        hook.appended(span, handle)
+        return handle, wake
+
+    async def _send_waiting(
+        self, record: PreparedRecord, partition: int | None
+    ) -> tuple[DeliveryHandle, bool]:
+        # send() for a record that may have to wait: for its topic's first metadata, or for
+        # buffer space. Returns its handle and whether the sender was woken.
+        intake = self.intake
+        topic = record.topic
+        info = self._cluster.snapshot.topics.get(topic)
+        waited = 0.0
+        if info is None:
+            started = time.monotonic()
+            info = await intake.wait_for_topic(topic, self._max_block)
+            waited = time.monotonic() - started
+        if partition is not None:
+            intake.check_partition(topic, partition, info)
+        need = record.size
+        if not self._budget.try_reserve(need):
+            await self._budget.reserve(need, max(0.0, self._max_block - waited))
+            if self._state != _RUNNING:
+                self._budget.release(need)
+                self._raise_not_running()
+            # The partition count may have changed while we waited.
+            info = self._cluster.snapshot.topics.get(topic, info)
+        return intake.append(record, info)
 
     def try_send(
         self,

@@ -45,17 +45,17 @@ __all__ = [
     "source_digest",
 ]
 
-#: The modules compiled with mypyc: the checks, partitioning and batching a record passes
-#: through on its way into a batch. Not the record encoder (``protocol/records.py``), whose
-#: interface is still being shaped for a columnar path, nor ``results.py``, whose public
-#: classes would lose their docstrings. (Compiling a protocol module? Add tests/protocol to
-#: the Makefile's pytest-pure.)
+#: The modules compiled with mypyc: the checks, partitioning, batching and encoding a
+#: record passes through on its way into a batch. The record encoder is compiled on its
+#: own (``protocol/record_encoder.py``), not ``protocol/records.py`` around it, nor
+#: ``results.py``, whose public classes would lose their docstrings.
 HOT_MODULES: tuple[str, ...] = (
     "aioproducer.adaptive",
     "aioproducer.accumulator",
     "aioproducer.budget",
     "aioproducer.intake",
     "aioproducer.partitioner",
+    "aioproducer.protocol.record_encoder",
 )
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
 ENV_VAR = "AIOPRODUCER_PURE_PYTHON"

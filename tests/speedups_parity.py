@@ -1,6 +1,7 @@
 """Run by ``test_speedups.py`` in a subprocess, once compiled and once pure Python: puts
-the same hypothesis-generated records through the intake into batches and prints a digest
-of everything observable (handles, errors, budget, batch bytes) and the example count.
+the same hypothesis-generated records through the intake into batches, and others straight
+into the record encoder (``RecordBatchBuilder.append`` and ``append_many``), and prints a digest of everything
+observable (handles, errors, budget, batch bytes) and the example count.
 
 Hypothesis runs derandomized, so both processes see exactly the same examples.
 """
@@ -57,6 +58,37 @@ record = st.tuples(
 
 examples: list[tuple[list[Any], int, bool]] = []
 
+# For the encoder alone: every kind of bytes-like input and the edges of its varint table
+# and of int64 timestamps.
+blob = st.one_of(
+    st.none(),
+    st.binary(max_size=40),
+    st.binary(min_size=16380, max_size=16400),
+    st.builds(bytearray, st.binary(max_size=20)),
+    st.builds(memoryview, st.binary(max_size=20)),
+    st.just(memoryview(b"abcdefgh").cast("B", (2, 4))),
+    st.integers(),
+    st.text(max_size=3),
+)
+timestamp = st.one_of(
+    st.integers(0, 2**45),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([2**62 - 1, 2**62, -(2**62), 2**63 - 1, -(2**63), 2**63, -(2**63) - 1]),
+    st.just(1.0),
+)
+encoder_headers = st.one_of(
+    st.just(()),
+    st.lists(
+        st.tuples(
+            st.one_of(st.text(max_size=5), st.just("\udc80"), st.just(b"k")),
+            st.one_of(st.none(), st.binary(max_size=10), st.builds(bytearray, st.binary())),
+        ),
+        max_size=3,
+    ),
+    st.lists(st.tuples(st.text(max_size=2)), max_size=1),
+)
+encoder_examples: list[list[Any]] = []
+
 
 # Examples are drawn before aioproducer is imported: Hypothesis biases its choices with
 # constants it reads from the sources of loaded local modules, and compiled modules have
@@ -75,6 +107,46 @@ examples: list[tuple[list[Any], int, bool]] = []
 )
 def collect(records: list[Any], batch_size: int, ignore_keys: bool) -> None:
     examples.append((records, batch_size, ignore_keys))
+
+
+@settings(
+    derandomize=True,
+    database=None,
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(st.lists(st.tuples(timestamp, blob, blob, encoder_headers), max_size=20))
+def collect_encoder(records: list[Any]) -> None:
+    encoder_examples.append(records)
+
+
+def replay_encoder() -> list[str]:
+    """The encoder's bytes (and errors) for every example, a line each."""
+    from aioproducer.protocol.records import RecordBatchBuilder
+
+    observed: list[str] = []
+    for records in encoder_examples:
+        builder = RecordBatchBuilder()
+        for ts, key, value, hdrs in records:
+            try:
+                observed.append(repr(builder.append(ts, key, value, hdrs)))
+            except Exception as exc:
+                observed.append(repr((type(exc).__name__, str(exc))))
+        observed.append(repr(builder.build() if builder.record_count else builder.size_in_bytes))
+        # The same records as one run (append_many), stamped alike, cut at 2000 bytes.
+        builder = RecordBatchBuilder()
+        stamp = records[0][0] if records and type(records[0][0]) is int else 0
+        columns = [list(column) for column in zip(*records, strict=True)] or [[], [], [], []]
+        try:
+            outcome: object = builder.append_many(
+                stamp, columns[1], columns[2], columns[3], 0, len(records), 2000
+            )
+        except Exception as exc:
+            outcome = (type(exc).__name__, str(exc), builder.record_count)
+        observed.append(repr(outcome))
+        observed.append(repr(builder.build() if builder.record_count else builder.size_in_bytes))
+    return observed
 
 
 def replay() -> list[str]:
@@ -135,7 +207,8 @@ def replay() -> list[str]:
 
 if __name__ == "__main__":
     collect()
-    lines = replay()
+    collect_encoder()
+    lines = replay() + replay_encoder()
     if len(sys.argv) > 1:  # for looking into a difference: everything observed, a line each
         with open(sys.argv[1], "w") as out:
             out.write("\n".join(lines))

@@ -16,7 +16,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from aioproducer.errors import CorruptRecordError, SerializationError
+from aioproducer.errors import CorruptRecordError
 from aioproducer.protocol.batch_layout import COVERED as _COVERED
 from aioproducer.protocol.batch_layout import CRC_START as _CRC_START
 from aioproducer.protocol.batch_layout import DEFAULT_MAX_DECOMPRESSED_SIZE, RECORD_BATCH_OVERHEAD
@@ -29,6 +29,17 @@ from aioproducer.protocol.batch_layout import PRODUCER_STATE as _PRODUCER_STATE
 from aioproducer.protocol.batch_layout import TRANSACTIONAL_FLAG as _TRANSACTIONAL_FLAG
 from aioproducer.protocol.columnar import BinaryColumn, encode_run
 from aioproducer.protocol.compression import Codec, compress, validate_level
+
+# The encoding of records lives in its own module, compiled with mypyc where possible
+# (append and append_many call it); this one keeps the batch's bytes and counters.
+from aioproducer.protocol.record_encoder import ATTRS as _ATTRS
+from aioproducer.protocol.record_encoder import INT64_MAX as _INT64_MAX
+from aioproducer.protocol.record_encoder import INT64_MIN as _INT64_MIN
+from aioproducer.protocol.record_encoder import TABLE_LIMIT as _TABLE_LIMIT
+from aioproducer.protocol.record_encoder import ZZ as _ZZ
+from aioproducer.protocol.record_encoder import append_record as _append_record
+from aioproducer.protocol.record_encoder import encode_records as _encode_records
+from aioproducer.protocol.record_encoder import zigzag as _zigzag
 from aioproducer.protocol.record_reader import Record, RecordBatch, decode_batches, parse_records
 
 __all__ = [
@@ -43,84 +54,8 @@ __all__ = [
     "restamp_producer_state",
 ]
 
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
-
 Header = tuple[str, bytes | None]
 BytesLike = bytes | bytearray | memoryview
-
-
-def _zigzag(value: int) -> bytes:
-    """Encode ``value`` as a zig-zag LEB128 varlong (also correct for varints)."""
-    encoded = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while encoded > 0x7F:
-        out.append((encoded & 0x7F) | 0x80)
-        encoded >>= 7
-    out.append(encoded)
-    return bytes(out)
-
-
-# Encodings of -1..16383 looked up as _ZZ[n + 1]: every length, offset delta, header count
-# and timestamp delta of an ordinary record is in this range, and a tuple lookup is far
-# cheaper than running the LEB128 loop in Python for each field of each record.
-_TABLE_LIMIT: Final = 16384
-_ZZ: Final[tuple[bytes, ...]] = tuple(_zigzag(n) for n in range(-1, _TABLE_LIMIT))
-_ZZ_LEN: Final[tuple[int, ...]] = tuple(map(len, _ZZ))
-_NULL: Final = _ZZ[0]  # length -1
-_EMPTY_HEADERS: Final = _ZZ[1]  # count 0
-# A record's attributes byte: always 0 in v2.
-_ATTRS: Final = b"\x00"
-
-
-def _as_bytes_like(obj: object, what: str) -> BytesLike:
-    """Return ``obj`` as an object that ``bytearray +=`` copies and ``len`` measures in bytes."""
-    if isinstance(obj, (bytes, bytearray)):
-        return obj
-    try:
-        view = memoryview(obj)  # type: ignore[arg-type]
-    except TypeError:
-        raise SerializationError(
-            f"record {what} must be bytes-like or None, got {type(obj).__name__}"
-        ) from None
-    if view.format != "B" or view.ndim != 1:
-        try:
-            view = view.cast("B")
-        except TypeError as exc:
-            raise SerializationError(f"record {what} buffer cannot be read: {exc}") from None
-    return view
-
-
-def _encode_headers(headers: Sequence[Header]) -> bytearray:
-    """Encode a non-empty header list, count included."""
-    count = len(headers)
-    out = bytearray(_ZZ[count + 1] if count < _TABLE_LIMIT else _zigzag(count))
-    for item in headers:
-        try:
-            hkey, hvalue = item
-        except (TypeError, ValueError):
-            raise SerializationError(
-                f"a header must be a (str, bytes | None) pair, got {item!r}"
-            ) from None
-        if not isinstance(hkey, str):
-            raise SerializationError(f"header keys must be str, got {type(hkey).__name__}")
-        try:
-            key_bytes = hkey.encode()
-        except UnicodeEncodeError as exc:
-            raise SerializationError(f"header key {hkey!r} is not valid UTF-8: {exc}") from None
-        size = len(key_bytes)
-        out += _ZZ[size + 1] if size < _TABLE_LIMIT else _zigzag(size)
-        out += key_bytes
-        if hvalue is None:
-            out += _NULL
-            continue
-        data: BytesLike = (
-            hvalue if type(hvalue) is bytes else _as_bytes_like(hvalue, "header value")
-        )
-        size = len(data)
-        out += _ZZ[size + 1] if size < _TABLE_LIMIT else _zigzag(size)
-        out += data
-    return out
 
 
 #: The most bytes a record adds beyond its key, value and header bytes when it has no
@@ -262,103 +197,10 @@ class RecordBatchBuilder:
         headers), ``TypeError`` (a timestamp that is not an int) or ``ValueError`` (a
         timestamp outside int64).
         """
-        # Everything is computed before the first byte is written, so a rejected record
-        # never leaves a partial encoding behind. Sizes of table varints are looked up
-        # (_ZZ_LEN) rather than measured: this runs once per record.
-        zz = _ZZ
-        zl = _ZZ_LEN
-        limit = _TABLE_LIMIT
-        count = self._count
-        if count:
-            delta = timestamp_ms - self._base_ts
-            if 0 <= delta < limit:
-                ts_part = zz[delta + 1]
-                size = 1 + zl[delta + 1]  # the attributes byte and the timestamp delta
-            else:
-                ts_part = self._timestamp_delta(timestamp_ms, delta)
-                size = 1 + len(ts_part)
-            new_max = timestamp_ms > self._max_ts
-            if new_max and timestamp_ms > _INT64_MAX:
-                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
-        else:
-            if not isinstance(timestamp_ms, int):
-                raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
-            if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
-                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
-            ts_part = b"\x00"
-            size = 2
-            new_max = True
-        if count < limit:
-            offset_part = zz[count + 1]
-            size += zl[count + 1]
-        else:
-            offset_part = _zigzag(count)
-            size += len(offset_part)
-
-        # Deliberate copy: append_many repeats this key/value encoding inline (a shared
-        # helper would cost a call per record); a hypothesis test keeps them byte-identical.
-        if key is None:
-            key_len = 0
-            key_part = _NULL
-            size += 1
-        else:
-            if type(key) is not bytes:
-                key = _as_bytes_like(key, "key")
-            key_len = len(key)
-            if key_len < limit:
-                key_part = zz[key_len + 1]
-                size += zl[key_len + 1] + key_len
-            else:
-                key_part = _zigzag(key_len)
-                size += len(key_part) + key_len
-
-        if value is None:
-            value_len = 0
-            value_part = _NULL
-            size += 1
-        else:
-            if type(value) is not bytes:
-                value = _as_bytes_like(value, "value")
-            value_len = len(value)
-            if value_len < limit:
-                value_part = zz[value_len + 1]
-                size += zl[value_len + 1] + value_len
-            else:
-                value_part = _zigzag(value_len)
-                size += len(value_part) + value_len
-
-        if headers:
-            header_part: bytes | bytearray = _encode_headers(headers)
-            size += len(header_part)
-        else:
-            header_part = _EMPTY_HEADERS
-            size += 1
-
-        buf = self._buf
-        if size < limit:
-            buf += zz[size + 1]
-            encoded = size + zl[size + 1]
-        else:
-            length_part = _zigzag(size)
-            buf += length_part
-            encoded = size + len(length_part)
-        buf += _ATTRS
-        buf += ts_part
-        buf += offset_part
-        buf += key_part
-        if key_len:
-            buf += key  # type: ignore[arg-type]
-        buf += value_part
-        if value_len:
-            buf += value  # type: ignore[arg-type]
-        buf += header_part
-
-        if count == 0:
-            self._base_ts = timestamp_ms
-        if new_max:
-            self._max_ts = timestamp_ms
-        self._count = count + 1
-        return encoded
+        # The work is record_encoder's (compiled where possible), which the accumulator
+        # also calls directly. It checks everything before writing, so a rejected record
+        # leaves nothing behind.
+        return _append_record(self, timestamp_ms, key, value, headers)
 
     def append_many(
         self,
@@ -404,78 +246,11 @@ class RecordBatchBuilder:
         # Attributes and timestamp delta are the same for every record of the run: one
         # piece, and a constant share of every record's length.
         prefix = _ATTRS + ts_part
-        fixed = len(prefix)
         size = RECORD_BATCH_OVERHEAD + len(self._buf)
-        limit = max_bytes if max_bytes is not None else _INT64_MAX
-        pieces: list[bytes | bytearray | memoryview] = []
-        put = pieces.extend
-        zl = _ZZ_LEN
-        zz = _ZZ
-        table = _TABLE_LIMIT
-        error: BaseException | None = None
-        try:
-            for i in range(start, stop):
-                key = keys[i] if keys is not None else None
-                value = values[i]
-                # Deliberate copy of append's encoding, inline for speed (see append).
-                if type(key) is bytes:
-                    key_len = len(key)
-                    key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
-                elif key is None:
-                    key_len = 0
-                    key_part = _NULL
-                else:
-                    key = _as_bytes_like(key, "key")
-                    key_len = len(key)
-                    key_part = zz[key_len + 1] if key_len < table else _zigzag(key_len)
-                if type(value) is bytes:
-                    value_len = len(value)
-                    value_part = zz[value_len + 1] if value_len < table else _zigzag(value_len)
-                elif value is None:
-                    value_len = 0
-                    value_part = _NULL
-                else:
-                    value = _as_bytes_like(value, "value")
-                    value_len = len(value)
-                    value_part = zz[value_len + 1] if value_len < table else _zigzag(value_len)
-                if headers is not None:
-                    hdrs = headers[i]
-                    header_part: bytes | bytearray = (
-                        _encode_headers(hdrs) if hdrs else _EMPTY_HEADERS
-                    )
-                    header_len = len(header_part)
-                else:
-                    header_part = _EMPTY_HEADERS
-                    header_len = 1
-                if count < table:
-                    offset_part = zz[count + 1]
-                    body = fixed + zl[count + 1]
-                else:
-                    offset_part = _zigzag(count)
-                    body = fixed + len(offset_part)
-                body += len(key_part) + key_len + len(value_part) + value_len + header_len
-                length_part = zz[body + 1] if body < table else _zigzag(body)
-                total = body + len(length_part)
-                if size + total > limit and count:
-                    break
-                size += total
-                count += 1
-                # One call per record; None key/value contribute no bytes (their -1
-                # length is in key_part/value_part).
-                put(
-                    (  # type: ignore[arg-type]
-                        length_part,
-                        prefix,
-                        offset_part,
-                        key_part,
-                        key if key_len else b"",
-                        value_part,
-                        value if value_len else b"",
-                        header_part,
-                    )
-                )
-        except (SerializationError, TypeError, ValueError) as exc:
-            error = exc
+        # The loop is record_encoder's (compiled where possible).
+        pieces, count, size, error = _encode_records(
+            prefix, count, size, max_bytes, keys, values, headers, start, stop
+        )
         appended = count - self._count
         if appended:
             added = size - RECORD_BATCH_OVERHEAD - len(self._buf)
