@@ -196,10 +196,10 @@ class BinaryColumn:
         takes them. Raises :class:`~aioproducer.errors.SerializationError` for a bad
         header, as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` does. Runs per row: header lists are
         Python objects already."""
-        from aioproducer.protocol.records import _encode_headers
+        from aioproducer.protocol.record_encoder import encode_headers
 
         empty = b"\x00"
-        return cls.from_sequence([_encode_headers(h) if h else empty for h in rows])
+        return cls.from_sequence([encode_headers(h) if h else empty for h in rows])
 
     def _empty_nulls(self) -> BinaryColumn:
         """This column, or a compacted copy if a null row spans bytes (Arrow allows it)."""
