@@ -52,7 +52,7 @@ compiled-check: $(STAMP)
 pytest-pure: $(STAMP)
 	AIOPRODUCER_PURE_PYTHON=1 $(PY) -m pytest -p no:cacheprovider -m "not broker" \
 		tests/producer tests/sync tests/fake/test_adaptive_partitioning.py \
-		tests/protocol/test_records.py tests/protocol/test_records_bulk.py \
+		tests/protocol/test_records.py tests/protocol/test_records_bulk.py tests/protocol/test_records_columnar.py \
 		tests/protocol/test_fuzz_decoders.py
 
 test: lint typecheck docs compiled-check pytest pytest-pure
