@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from .budget import MemoryBudget
+from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
@@ -310,9 +311,9 @@ class Accumulator:
         topic: str,
         partition: int,
         timestamp_ms: int,
-        keys: Sequence[Any] | None,
-        values: Sequence[Any],
-        headers: Sequence[HeaderList | None] | None,
+        keys: Any,
+        values: Any,
+        headers: Any,
         start: int,
         stop: int,
         reserved: int,
@@ -321,6 +322,10 @@ class Accumulator:
     ) -> tuple[int, int, bool]:
         """Append ``values[start:stop]`` to ``partition``'s batches, whose ``reserved``
         bytes (an upper bound of their size) are already reserved.
+
+        ``keys``/``values``/``headers`` are sequences (encoded by
+        ``RecordBatchBuilder.append_many``) or, for a bulk send of columns,
+        :class:`~aioproducer.protocol.columnar.BinaryColumn` s (``append_columns``).
 
         Adds one ``(batch, index of the first record in it, record count)`` per batch
         touched to ``spans``, and gives back what the reservation over-estimated in one
@@ -336,6 +341,7 @@ class Accumulator:
         wake = False
         pos = start
         added_total = 0
+        columnar = isinstance(values, BinaryColumn)
         try:
             while pos < stop:
                 if batch is None or batch.full:
@@ -351,9 +357,14 @@ class Accumulator:
                 first = builder.record_count
                 before = builder.size_in_bytes
                 try:
-                    count, added = builder.append_many(
-                        timestamp_ms, keys, values, headers, pos, stop, batch_size
-                    )
+                    if columnar:
+                        count, added = builder.append_columns(
+                            timestamp_ms, keys, values, headers, pos, stop, batch_size
+                        )
+                    else:
+                        count, added = builder.append_many(
+                            timestamp_ms, keys, values, headers, pos, stop, batch_size
+                        )
                 except BaseException:
                     count = builder.record_count - first
                     if not builder.record_count:

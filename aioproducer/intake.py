@@ -120,23 +120,31 @@ class PreparedColumns:
         "max_estimate",
         "order",
         "runs",
+        "sizes",
         "values",
     )
 
     def __init__(
         self,
-        values: Sequence[Any],
-        keys: Sequence[Any] | None,
-        headers: Sequence[Any] | None,
+        values: Any,
+        keys: Any,
+        headers: Any,
     ) -> None:
+        #: Sequences (bytes or None; header lists or None), or, for a bulk send of
+        #: columns, :class:`~aioproducer.protocol.columnar.BinaryColumn` s (headers
+        #: encoded) that the encoder reads column-wise.
         self.values = values
         self.keys = keys
         self.headers = headers
         # Per-record header bytes in the size bound, when there are headers.
         self.header_sizes: list[int] | None = None
+        #: For columns: the running sum of the records' size bounds (numpy, one more
+        #: than records), so any slice's estimate is one subtraction.
+        self.sizes: Any = None
         self.max_estimate = RECORD_FRAMING_BOUND
-        #: Each appended record's position in the input, when grouping reordered them.
-        self.order: Sequence[int] | None = None
+        #: Each appended record's position in the input, when grouping reordered them
+        #: (a list, or a numpy array for columns).
+        self.order: Any = None
         #: (partition or None for sticky, start, stop) per partition, in append order.
         self.runs: list[tuple[int | None, int, int]] = []
         #: How many records are kept (those before the first bad one).
@@ -147,6 +155,9 @@ class PreparedColumns:
     def estimate(self, start: int, stop: int) -> int:
         """An upper bound of the bytes records ``start:stop`` add to batches: the sum of
         their :func:`record_size_bound`, in C-level passes."""
+        sizes = self.sizes
+        if sizes is not None:
+            return int(sizes[stop] - sizes[start])
         total = RECORD_FRAMING_BOUND * (stop - start)
         total += sum(map(len, filter(None, self.values[start:stop])))
         if self.keys is not None:
@@ -157,10 +168,22 @@ class PreparedColumns:
 
     def slices(self, batch_size: int, bulk: BulkDelivery) -> list[ColumnRun]:
         """The runs cut into slices: at most a batch's worth for the sticky partitioner
-        (it may move on after each batch), else ``_BULK_SLICE`` records."""
+        (it may move on after each batch; for columns exactly a batch), else
+        ``_BULK_SLICE`` records."""
         out: list[ColumnRun] = []
         sticky_step = min(_BULK_SLICE, max(1, batch_size // self.max_estimate))
         for part, start, stop in self.runs:
+            if part is None and self.sizes is not None:
+                # Columns: cut exactly where each batch fills (one numpy pass), so a run
+                # is one batch and the encoder plans many of them at once.
+                from .protocol.columnar import fresh_cuts
+
+                cuts = fresh_cuts(self.values, self.keys, self.headers, start, stop, batch_size)
+                for i in range(len(cuts) - 1):
+                    for pos in range(cuts[i], cuts[i + 1], _BULK_SLICE):
+                        end = min(cuts[i + 1], pos + _BULK_SLICE)
+                        out.append(ColumnRun(self, None, pos, end, self.estimate(pos, end), bulk))
+                continue
             step = sticky_step if part is None else _BULK_SLICE
             for pos in range(start, stop, step):
                 end = min(stop, pos + step)
@@ -287,21 +310,27 @@ class Intake:
         self,
         topic: str,
         info: TopicInfo,
-        values: Sequence[Any],
-        keys: Sequence[Any] | None,
-        headers: Sequence[Any] | None,
-        partitions: Sequence[Any] | None,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        partitions: Any,
     ) -> PreparedColumns:
         """Check and convert a bulk send's columns, cut them at the first bad record and
         group them by partition.
 
         Per-record Python runs only where the input needs it (serializers, values that are
         not bytes, headers, keys to hash); columns of bytes are checked with C-level passes.
-        Keys are hashed and a custom partitioner is called here, so in any thread that
-        runs it.
+        Arrow columns (or a table as ``values``) go to :func:`aioproducer.columns.prepare`,
+        which does all of it with numpy. Keys are hashed and a custom partitioner is
+        called here, so in any thread that runs it.
         """
         if self.gate is not None:
             self.gate()
+        if _columnar(values) or _columnar(keys):
+            # Imported here: it needs numpy, which sending sequences never imports.
+            from .columns import prepare
+
+            return prepare(self, topic, info, values, keys, headers, partitions)
         values = values if isinstance(values, Sequence) else list(values)
         count = len(values)
         keys = aligned(keys, count, "keys")
@@ -591,6 +620,12 @@ def aligned(items: Iterable[Any] | None, count: int, name: str) -> Sequence[Any]
     if len(seq) != count:
         raise InvalidArgumentError(f"{name} has {len(seq)} items but values has {count}")
     return seq
+
+
+def _columnar(obj: object) -> bool:
+    """Whether ``obj`` is an Arrow object or a BinaryColumn (by its module: no import)."""
+    module = type(obj).__module__
+    return module.startswith("pyarrow") or module == "aioproducer.protocol.columnar"
 
 
 def _coerce(obj: object, what: str) -> bytes:

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 
     from .adaptive import PartitionLoad
 
-__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "partitions_for_keys"]
+__all__ = [
+    "StickyPartitioner",
+    "key_partitions",
+    "murmur2",
+    "partition_for_key",
+    "partitions_for_keys",
+]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -100,13 +106,32 @@ def partitions_for_keys(
 
     _validity, offsets_buf, data_buf = column.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=offset_type)[column.offset : column.offset + n + 1]
-    lengths = np.diff(offsets).astype(np.int64)
     nulls = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else None
+    found = key_partitions(offsets.astype(np.int64), data, nulls, num_partitions)
+    parts: list[int | None] = found.tolist()
+    if nulls is not None:
+        for i in np.flatnonzero(nulls).tolist():
+            parts[i] = None
+    return parts
+
+
+def key_partitions(offsets: Any, data: Any, nulls: Any, num_partitions: int) -> Any:
+    """:func:`partition_for_key` of every key of a binary column given as numpy arrays:
+    ``offsets`` (int64, one more than keys, absolute into ``data``), ``data`` (uint8, or
+    None if empty) and ``nulls`` (bool, or None: no null). Returns a numpy int64 array,
+    -1 for a null key. Keys longer than 256 bytes are hashed one by one, the rest as one
+    matrix."""
+    import numpy as np
+
+    n = len(offsets) - 1
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
     long_keys = lengths > _MAX_VECTOR_KEY
     # A null's slot may still span bytes; its result is discarded, so padding it is harmless.
     lengths = np.where(long_keys, 0, lengths)
     max_len = int(lengths.max())
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else None
     if data is None or len(data) == 0:
         data = np.zeros(1, dtype=np.uint8)
     # One row per key, zero-padded to the longest key (reads past a key are masked out).
@@ -139,14 +164,14 @@ def partitions_for_keys(
         h ^= h >> np.uint32(13)
         h = h * m
         h ^= h >> np.uint32(15)
-    parts: list[int | None] = ((h & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).tolist()
+    parts = ((h & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
     if nulls is not None:
         long_keys &= ~nulls
     for i in np.flatnonzero(long_keys).tolist():
-        parts[i] = partition_for_key(column[i].as_py(), num_partitions)
+        start, stop = int(offsets[i]), int(offsets[i + 1])
+        parts[i] = partition_for_key(data[start:stop].tobytes(), num_partitions)
     if nulls is not None:
-        for i in np.flatnonzero(nulls).tolist():
-            parts[i] = None
+        parts[nulls] = -1
     return parts
 
 

@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import anyio.abc
@@ -40,6 +40,12 @@ from .metrics import Metrics
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .sender import Sender
 from .transactions import TransactionManager
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    #: What ``send_bulk`` takes as a column: a sequence, or an Arrow array.
+    Column: TypeAlias = Sequence[Any] | pa.Array | pa.ChunkedArray
 
 __all__ = ["Headers", "Producer"]
 
@@ -404,11 +410,11 @@ class Producer:
     async def send_bulk(
         self,
         topic: str,
-        values: Sequence[Any],
-        keys: Sequence[Any] | None = None,
-        headers: Sequence[Headers | None] | None = None,
+        values: Column | pa.Table | pa.RecordBatch,
+        keys: Column | None = None,
+        headers: Sequence[Headers | None] | pa.Array | pa.ChunkedArray | None = None,
         *,
-        partitions: Sequence[int | None] | None = None,
+        partitions: Sequence[int | None] | pa.Array | pa.ChunkedArray | None = None,
         timestamp_ms: int | None = None,
     ) -> BulkDelivery:
         """Buffer many records for one topic and return one :class:`BulkDelivery` for all.
@@ -421,6 +427,18 @@ class Producer:
         their relative order. Waits for
         buffer space like :meth:`send`. If a record is invalid, the records before it are
         buffered and its error (naming its index) is raised.
+
+        Columns: ``values`` and ``keys`` may be pyarrow arrays (``binary``, ``string``,
+        ``large_binary``, ``large_string``; chunked or dictionary-encoded too), and
+        ``values`` a ``pyarrow.Table`` or ``RecordBatch`` with the columns ``value``
+        (required), ``key``, ``headers`` (``list<struct<key: string, value: binary>>`` or
+        ``map<string, binary>``) and ``partition`` (integers, null: let the partitioner
+        choose). They are read in place and encoded column-wise with numpy, with no
+        Python object per record (headers and a custom partitioner excepted); serializers
+        apply to sequences only. A column of the wrong type raises
+        :class:`~aioproducer.errors.SerializationError` (values, keys) or
+        :class:`~aioproducer.errors.InvalidArgumentError` (other columns) naming it,
+        before anything is buffered.
         """
         if self._state != _RUNNING:
             self._raise_not_running()

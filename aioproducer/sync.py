@@ -20,7 +20,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
 from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError, TransactionFailedError
@@ -29,6 +29,11 @@ from .intake import Headers, PreparedRecord, aligned, check_topic, record_timest
 from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner, default_runner
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .producer import Column
 
 __all__ = ["BulkFuture", "DeliveryFuture", "SyncProducer"]
 
@@ -445,11 +450,11 @@ class SyncProducer:
     def send_bulk(
         self,
         topic: str,
-        values: Sequence[Any],
-        keys: Sequence[Any] | None = None,
-        headers: Sequence[Headers | None] | None = None,
+        values: Column | pa.Table | pa.RecordBatch,
+        keys: Column | None = None,
+        headers: Sequence[Headers | None] | pa.Array | pa.ChunkedArray | None = None,
         *,
-        partitions: Sequence[int | None] | None = None,
+        partitions: Sequence[int | None] | pa.Array | pa.ChunkedArray | None = None,
         timestamp_ms: int | None = None,
     ) -> BulkFuture:
         """Buffer many records for one topic; returns one :class:`BulkFuture` for them all.
@@ -459,6 +464,23 @@ class SyncProducer:
         are encoded a run at a time. Blocks only for metadata or buffer space. If a record
         is invalid, the records before it are buffered and its error (naming its index)
         is raised.
+
+        Columns are the fastest input: pyarrow arrays as ``values``/``keys``, or a
+        ``pyarrow.Table``/``RecordBatch`` as ``values`` with columns named ``value``
+        (required), ``key``, ``headers`` and ``partition``::
+
+            table = pa.table({"key": [b"k1", b"k2"], "value": [b"v1", None]})
+            producer.send_bulk("events", table).result()
+            producer.send_bulk("events", pa.array(["a", "b"]), keys=pa.array([b"1", b"2"]))
+
+        Arrow buffers are read in place (strings as their UTF-8 bytes) and the records
+        encoded column-wise with numpy: no Python object per record. Value and key
+        columns must be binary or string (large, chunked or dictionary-encoded too),
+        ``headers`` ``list<struct<key: string, value: binary>>`` or ``map<string,
+        binary>``, ``partition`` integers (null: the partitioner chooses); anything else
+        raises :class:`~aioproducer.errors.SerializationError` or
+        :class:`~aioproducer.errors.InvalidArgumentError` naming the column before a
+        record is buffered. Serializers apply to sequences only.
         """
         hook = Producer._instrumentation
         span = hook.start_bulk(self, topic, len(values)) if hook is not None else None
@@ -477,10 +499,10 @@ class SyncProducer:
     def send_bulk_until_error(
         self,
         topic: str,
-        values: Sequence[Any],
-        keys: Sequence[Any] | None,
-        headers: Sequence[Any] | None,
-        partitions: Sequence[int | None] | None,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        partitions: Any,
         timestamp_ms: int | None = None,
         *,
         span: Any = None,

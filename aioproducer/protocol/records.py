@@ -12,7 +12,7 @@ Everything here is pure computation on bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from crc32c import crc32c
 
@@ -29,6 +29,9 @@ from aioproducer.protocol.batch_layout import PRODUCER_STATE as _PRODUCER_STATE
 from aioproducer.protocol.batch_layout import TRANSACTIONAL_FLAG as _TRANSACTIONAL_FLAG
 from aioproducer.protocol.compression import Codec, compress, validate_level
 from aioproducer.protocol.record_reader import Record, RecordBatch, decode_batches, parse_records
+
+if TYPE_CHECKING:
+    from aioproducer.protocol.columnar import BinaryColumn
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -489,6 +492,74 @@ class RecordBatchBuilder:
             added = 0
         if error is not None:
             raise error
+        return appended, added
+
+    def append_columns(
+        self,
+        timestamp_ms: int,
+        keys: BinaryColumn | None,
+        values: BinaryColumn,
+        headers: BinaryColumn | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        max_bytes: int | None = None,
+    ) -> tuple[int, int]:
+        """:meth:`append_many` for columns: append rows ``start:stop`` of ``values`` (with
+        their ``keys`` and ``headers``), all stamped ``timestamp_ms``; return ``(records
+        appended, bytes added)``.
+
+        The bytes are exactly those :meth:`append` would write for the same records one by
+        one, and ``max_bytes`` works as in :meth:`append_many`, but the run is encoded
+        column-wise by :func:`~aioproducer.protocol.columnar.encode_run` (numpy), with no
+        Python object per record. ``keys``/``headers`` are None or
+        :class:`~aioproducer.protocol.columnar.BinaryColumn` s indexed like ``values``; a
+        row of ``headers`` is the record's encoded header section (``b"\\x00"``: none).
+        Columns hold only valid rows, so only the timestamp can be refused (``TypeError``,
+        ``ValueError``, before anything is appended).
+        """
+        from aioproducer.protocol.columnar import encode_run
+
+        if stop is None:
+            stop = len(values)
+        if start >= stop:
+            return 0, 0
+        count = self._count
+        if count:
+            delta = timestamp_ms - self._base_ts
+            ts_part = (
+                _ZZ[delta + 1]
+                if 0 <= delta < _TABLE_LIMIT
+                else self._timestamp_delta(timestamp_ms, delta)
+            )
+            if timestamp_ms > self._max_ts and timestamp_ms > _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+        else:
+            if not isinstance(timestamp_ms, int):
+                raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
+            if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+            ts_part = b"\x00"
+        appended, encoded = encode_run(
+            values,
+            keys,
+            headers,
+            start,
+            stop,
+            count,
+            ts_part,
+            RECORD_BATCH_OVERHEAD + len(self._buf),
+            max_bytes,
+        )
+        if not appended:
+            return 0, 0
+        added = len(encoded)
+        self._buf += memoryview(encoded)
+        if not count:
+            self._base_ts = timestamp_ms
+            self._max_ts = timestamp_ms
+        elif timestamp_ms > self._max_ts:
+            self._max_ts = timestamp_ms
+        self._count = count + appended
         return appended, added
 
     def _timestamp_delta(self, timestamp_ms: int, delta: int) -> bytes:

@@ -1,0 +1,332 @@
+"""Bulk sends from columns: Arrow arrays and tables checked, partitioned and grouped whole.
+
+:meth:`Intake.columns <aioproducer.intake.Intake.columns>` hands a bulk send over to
+:func:`prepare` when a column is an Arrow array (or ``values`` a table): the result is the
+same :class:`~aioproducer.intake.PreparedColumns`, but holding
+:class:`~aioproducer.protocol.columnar.BinaryColumn` s, so sizes, partitions and the
+grouping by partition are numpy passes and the records are encoded column-wise
+(``RecordBatchBuilder.append_columns``), with no Python object per record. Only headers and
+a custom partitioner run per record (both are Python objects by nature).
+
+numpy and pyarrow are imported here, so this module is imported only when columns come in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidArgumentError, KafkaError, SerializationError
+from .intake import (
+    PreparedColumns,
+    _bulk_bytes,
+    _headers,
+    invalid_partition,
+    partitioner_failed,
+)
+from .partitioner import key_partitions
+from .protocol.columnar import BinaryColumn, numpy
+from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
+
+if TYPE_CHECKING:
+    from .cluster import TopicInfo
+    from .intake import Intake
+
+__all__ = ["TABLE_COLUMNS", "is_columnar", "prepare"]
+
+#: The columns a table (or record batch) passed as ``values`` to ``send_bulk`` may have:
+#: ``value`` (required; binary or string), ``key`` (binary or string), ``headers``
+#: (``list<struct<key: string, value: binary>>`` or ``map<string, binary>``) and
+#: ``partition`` (integers; null lets the partitioner choose).
+TABLE_COLUMNS = ("value", "key", "headers", "partition")
+
+
+def is_columnar(obj: object) -> bool:
+    """Whether ``obj`` is an Arrow array, chunked array, table or record batch, or a
+    :class:`~aioproducer.protocol.columnar.BinaryColumn` (checked without importing
+    pyarrow)."""
+    return isinstance(obj, BinaryColumn) or type(obj).__module__.startswith("pyarrow")
+
+
+def prepare(
+    intake: Intake,
+    topic: str,
+    info: TopicInfo,
+    values: Any,
+    keys: Any,
+    headers: Any,
+    partitions: Any,
+) -> PreparedColumns:
+    """Check and convert a bulk send given as columns, cut it at the first bad record and
+    group it by partition, as :meth:`Intake.columns` does for sequences.
+
+    A column of the wrong type raises at once (nothing is buffered); a bad record (a bad
+    header, a record too large, a bad partition) keeps the records before it, as with
+    sequences.
+    """
+    np = numpy()
+    values, keys, headers, partitions = _unpack_table(values, keys, headers, partitions)
+    bad = -1
+    error: BaseException | None = None
+
+    def fail(index: int, exc: BaseException) -> None:
+        nonlocal bad, error
+        if bad < 0 or index < bad:
+            bad = index
+            error = type(exc)(f"record {index} of the bulk send: {exc}")
+            error.__cause__ = exc
+
+    value_col = _binary(intake, topic, values, "value", fail)
+    count = len(value_col)
+    key_col = None
+    if keys is not None:
+        key_col = _binary(intake, topic, keys, "key", fail)
+        if len(key_col) != count:
+            raise InvalidArgumentError(f"keys has {len(key_col)} items but values has {count}")
+    header_col = None
+    if headers is not None:
+        header_col = _header_column(headers, count, fail)
+    explicit = None
+    if partitions is not None:
+        explicit = _partition_column(partitions, count, topic, len(info.partitions), fail)
+
+    # Size bounds: record_size_bound of every record, as one array.
+    bound = np.diff(value_col.offsets) + RECORD_FRAMING_BOUND
+    if key_col is not None:
+        bound += np.diff(key_col.offsets[: count + 1])
+    if header_col is not None:
+        bound += np.diff(header_col.offsets[: count + 1])
+    bound = bound[:count]
+    too_large = np.flatnonzero(bound > intake.max_size)
+    if len(too_large):
+        first = int(too_large[0])
+        fail(first, intake.too_large(int(bound[first]) + RECORD_BATCH_OVERHEAD))
+    kept = count if bad < 0 else bad
+
+    # Partitions: -1 leaves a record to the sticky partitioner.
+    nparts = len(info.partitions)
+    parts = explicit[:kept] if explicit is not None else None
+    if intake._custom is not None:
+        parts = _custom_partitions(intake, topic, info, key_col, parts, kept, fail)
+        kept = kept if bad < 0 else min(kept, bad)
+    elif key_col is not None and intake._keys_decide:
+        hashed = key_partitions(
+            key_col.offsets[: kept + 1], key_col.data, _nulls(key_col, kept), nparts
+        )
+        parts = hashed if parts is None else np.where(parts >= 0, parts, hashed)
+
+    cols = PreparedColumns(value_col.head(kept), None, None)
+    if key_col is not None:
+        cols.keys = key_col.head(kept)
+    if header_col is not None:
+        cols.headers = header_col.head(kept)
+    cols.error = error
+    cols.count = kept
+    bound = bound[:kept]
+    cols.max_estimate = int(bound.max()) if kept else RECORD_FRAMING_BOUND
+    _group(np, cols, parts[:kept] if parts is not None else None, bound)
+    return cols
+
+
+def _unpack_table(values: Any, keys: Any, headers: Any, partitions: Any) -> tuple[Any, ...]:
+    """The columns of a table or record batch passed as ``values``, by name."""
+    schema = getattr(values, "schema", None)
+    if schema is None or not hasattr(values, "column"):
+        if values is None:
+            raise InvalidArgumentError("values must be given")
+        return values, keys, headers, partitions
+    names = list(schema.names)
+    unknown = [n for n in names if n not in TABLE_COLUMNS]
+    if unknown:
+        raise InvalidArgumentError(
+            f"a table sent with send_bulk has columns {', '.join(TABLE_COLUMNS)}; "
+            f"unknown column(s): {', '.join(map(repr, unknown))}"
+        )
+    if "value" not in names:
+        raise InvalidArgumentError("a table sent with send_bulk needs a 'value' column")
+    given = {"key": keys, "headers": headers, "partition": partitions}
+    for name, arg in given.items():
+        if name in names and arg is not None:
+            raise InvalidArgumentError(
+                f"the table has a {name!r} column and the {name} argument was given too"
+            )
+    column = values.column
+    return (
+        column("value"),
+        column("key") if "key" in names else keys,
+        column("headers") if "headers" in names else headers,
+        column("partition") if "partition" in names else partitions,
+    )
+
+
+def _binary(intake: Intake, topic: str, column: Any, name: str, fail: Any) -> BinaryColumn:
+    """``column`` as a BinaryColumn: an Arrow array viewed, a sequence converted (its
+    serializer applied, as for a bulk send of sequences; a bad item cut there)."""
+    if isinstance(column, BinaryColumn):
+        return column
+    if type(column).__module__.startswith("pyarrow"):
+        return BinaryColumn.from_arrow(column, name)
+    if isinstance(column, (str, bytes)) or not isinstance(column, Sequence):
+        column = list(column)
+    serializer = intake._value_serializer if name == "value" else intake._key_serializer
+    items = _bulk_bytes(topic, column, serializer, name, fail)
+    converted, _rows, _error = BinaryColumn.from_sequence_until_error(items, name)
+    if len(converted) < len(column):
+        # Rows past the first bad one are cut: pad them as nulls so lengths stay aligned;
+        # fail() has recorded the error at the bad row, and everything from there is dropped.
+        np = numpy()
+        missing = len(column) - len(converted)
+        offsets = np.concatenate(
+            [converted.offsets, np.full(missing, converted.offsets[-1], dtype=np.int64)]
+        )
+        valid = np.ones(len(column), dtype=bool)
+        valid[len(converted) :] = False
+        if converted.valid is not None:
+            valid[: len(converted)] = converted.valid
+        converted = BinaryColumn(offsets, converted.data, valid)
+    return converted
+
+
+def _nulls(column: BinaryColumn, count: int) -> Any:
+    return ~column.valid[:count] if column.valid is not None else None
+
+
+def _header_column(headers: Any, count: int, fail: Any) -> BinaryColumn:
+    """Every record's encoded header section. Headers are lists of pairs by nature: this
+    runs per record (an Arrow column is read with ``to_pylist``)."""
+    if type(headers).__module__.startswith("pyarrow"):
+        try:
+            rows = headers.to_pylist()
+        except AttributeError:
+            raise InvalidArgumentError(
+                f"headers must be an Arrow list or map column, got {type(headers).__name__}"
+            ) from None
+        kind = str(getattr(headers, "type", ""))
+        if not (
+            kind.startswith("list<") or kind.startswith("large_list<") or kind.startswith("map<")
+        ) and not all(r is None for r in rows):
+            raise InvalidArgumentError(
+                "headers must be a list<struct<key: string, value: binary>> or "
+                f"map<string, binary> column, got {kind}"
+            )
+    else:
+        rows = list(headers)
+    if len(rows) != count:
+        raise InvalidArgumentError(f"headers has {len(rows)} items but values has {count}")
+    checked: list[Any] = []
+    for i, row in enumerate(rows):
+        if row:
+            if isinstance(row, list) and row and isinstance(row[0], dict):
+                row = [(item.get("key"), item.get("value")) for item in row]
+            try:
+                row = _headers(row)
+            except SerializationError as exc:
+                fail(i, exc)
+                row = None
+        checked.append(row or None)
+    return BinaryColumn.from_headers(checked)
+
+
+def _partition_column(partitions: Any, count: int, topic: str, nparts: int, fail: Any) -> Any:
+    """Explicit partitions as a numpy int64 array, -1 where the partitioner chooses."""
+    np = numpy()
+    if type(partitions).__module__.startswith("pyarrow"):
+        import pyarrow as pa
+
+        if isinstance(partitions, pa.ChunkedArray):
+            partitions = partitions.combine_chunks()
+        if not pa.types.is_integer(partitions.type) and not pa.types.is_null(partitions.type):
+            raise InvalidArgumentError(
+                f"the partition column must hold integers, got {partitions.type}"
+            )
+        if pa.types.is_null(partitions.type):
+            out = np.full(len(partitions), -1, np.int64)
+        else:
+            # Through int64: unsigned columns cannot hold the -1 that marks a null.
+            wide = partitions.cast(pa.int64(), safe=False).fill_null(-1)
+            out = np.asarray(wide.to_numpy(zero_copy_only=False), dtype=np.int64)
+        given = np.ones(len(out), dtype=bool)
+        if partitions.null_count:
+            given = partitions.is_valid().to_numpy(zero_copy_only=False)
+        if len(out) != count:
+            raise InvalidArgumentError(f"partitions has {len(out)} items but values has {count}")
+        wrong = np.flatnonzero(given & ((out < 0) | (out >= nparts)))
+        if len(wrong):
+            i = int(wrong[0])
+            fail(i, invalid_partition(topic, int(out[i]), nparts))
+        return out
+    items = list(partitions)
+    if len(items) != count:
+        raise InvalidArgumentError(f"partitions has {len(items)} items but values has {count}")
+    out = np.full(count, -1, dtype=np.int64)
+    for i, p in enumerate(items):
+        if p is None:
+            continue
+        if type(p) is not int or not 0 <= p < nparts:
+            fail(i, invalid_partition(topic, p, nparts))
+            break
+        out[i] = p
+    return out
+
+
+def _custom_partitions(
+    intake: Intake,
+    topic: str,
+    info: TopicInfo,
+    keys: BinaryColumn | None,
+    parts: Any,
+    count: int,
+    fail: Any,
+) -> Any:
+    """A custom partitioner's choice for each record without an explicit partition: one
+    call per record, as it is a Python function."""
+    np = numpy()
+    out = parts.copy() if parts is not None else np.full(count, -1, dtype=np.int64)
+    for i in np.flatnonzero(out[:count] < 0).tolist():
+        key = keys.row(i) if keys is not None else None
+        try:
+            out[i] = intake.partition(topic, info, key, None)
+        except KafkaError as exc:
+            fail(i, exc)
+            break
+        except Exception as exc:
+            fail(i, partitioner_failed(exc))
+            break
+    return out
+
+
+def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
+    """Order ``cols`` by partition (stably, sticky records first) and cut them into runs;
+    reorders the columns with one gathering copy each."""
+    count = cols.count
+    sizes = np.zeros(count + 1, dtype=np.int64)
+    if count == 0:
+        cols.sizes = sizes
+        return
+    if parts is None or (parts == parts[0]).all():
+        part = None if parts is None or parts[0] < 0 else int(parts[0])
+        cols.runs = [(part, 0, count)]
+        np.cumsum(bound, out=sizes[1:])
+        cols.sizes = sizes
+        if part is None:
+            cols.values.plan_stop = count  # sticky runs come one after the other
+        return
+    order = np.argsort(parts, kind="stable")
+    ordered = parts[order]
+    cols.values = cols.values.take(order)
+    if cols.keys is not None:
+        cols.keys = cols.keys.take(order)
+    if cols.headers is not None:
+        cols.headers = cols.headers.take(order)
+    np.cumsum(bound[order], out=sizes[1:])
+    cols.sizes = sizes
+    cols.order = order
+    distinct = np.unique(ordered)
+    lefts = np.searchsorted(ordered, distinct, "left").tolist()
+    rights = np.searchsorted(ordered, distinct, "right").tolist()
+    cols.runs = [
+        (None if p < 0 else p, left, right)
+        for p, left, right in zip(distinct.tolist(), lefts, rights, strict=True)
+    ]
+    if cols.runs[0][0] is None:
+        cols.values.plan_stop = cols.runs[0][2]  # the sticky records sort first
