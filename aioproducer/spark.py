@@ -28,10 +28,11 @@ never needs them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._spark_producer import TaskProducer, producer
@@ -67,6 +68,15 @@ __all__ = [
 
 # Rows sent per bulk call from foreachPartition's row iterator.
 _ROW_CHUNK = 10_000
+
+# The Arrow batches write() asks Spark for where the session has not set these (Spark's
+# defaults: 10,000 rows, 64 MiB): the columnar encoder's cost is mostly per batch and per
+# partition run, so fewer, larger batches are cheaper on both sides of the JVM/Python
+# boundary; the byte limit keeps a worker's memory bounded when rows are large.
+_ARROW_WANTED = {
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
+}
 
 
 # -- what the driver gets back -------------------------------------------------------------
@@ -228,12 +238,33 @@ def write(
     stats_df = df.select(*columns).mapInArrow(ArrowTask(spec), STATS_DDL)
     # Exactly one full action: every further action on stats_df would write everything
     # again, and limit-style actions (first, show, take) would run only some partitions.
-    if spec.transactional_id_prefix is None:
-        rows = [row.asDict() for row in stats_df.collect()]
-    else:
-        rows = _collect_transactional(stats_df)
+    with _arrow_batches(df):
+        if spec.transactional_id_prefix is None:
+            rows = [row.asDict() for row in stats_df.collect()]
+        else:
+            rows = _collect_transactional(stats_df)
     elapsed = time.perf_counter() - started
     return _report(spec.topic, rows, elapsed)
+
+
+@contextlib.contextmanager
+def _arrow_batches(df: Any) -> Iterator[None]:
+    """Larger Arrow batches for the write's one action, where the session has not set
+    them (a value the user set is left alone); unset again after it."""
+    try:
+        conf = df.sparkSession.conf
+        current = {key: conf.get(key, None) for key in _ARROW_WANTED}
+    except Exception:  # a session without these settings (an older Spark): leave it
+        yield
+        return
+    changed = [key for key in _ARROW_WANTED if current[key] is None]
+    for key in changed:
+        conf.set(key, _ARROW_WANTED[key])
+    try:
+        yield
+    finally:
+        for key in changed:
+            conf.unset(key)
 
 
 def _collect_transactional(stats_df: Any) -> list[dict[str, Any]]:

@@ -33,7 +33,11 @@ def test_200k_rows_keyed_and_keyless_with_headers_arrive_exactly(
         "cast(concat('v-', cast(id AS string)) AS binary) AS value",
         "map('id', cast(cast(id AS string) AS binary), 'src', cast('spark' AS binary)) AS hdrs",
     )
+    arrow_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(arrow_rows, None)
     report = kafka_spark.write(df, topic, bootstrap_servers=kafka.bootstrap_servers, headers="hdrs")
+    # The write asks for larger Arrow batches for its own action only.
+    assert spark.conf.get(arrow_rows, None) == before
 
     assert isinstance(report, WriteReport)
     assert (report.records, report.delivered, report.failed) == (n, n, 0)
