@@ -1,6 +1,6 @@
 """Bulk sends from columns: Arrow arrays and tables checked, partitioned and grouped whole.
 
-:meth:`Intake.columns <aioproducer.intake.Intake.columns>` hands a bulk send over to
+``Intake.columns`` (``aioproducer/intake.py``) hands a bulk send over to
 :func:`prepare` when a column is an Arrow array (or ``values`` a table): the result is the
 same :class:`~aioproducer.intake.PreparedColumns`, but holding
 :class:`~aioproducer.protocol.columnar.BinaryColumn` s, so sizes, partitions and the
@@ -58,7 +58,7 @@ def prepare(
     partitions: Any,
 ) -> PreparedColumns:
     """Check and convert a bulk send given as columns, cut it at the first bad record and
-    group it by partition, as :meth:`Intake.columns` does for sequences.
+    group it by partition, as ``Intake.columns`` does for sequences.
 
     A column of the wrong type raises at once (nothing is buffered); a bad record (a bad
     header, a record too large, a bad partition) keeps the records before it, as with

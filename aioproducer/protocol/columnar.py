@@ -39,9 +39,10 @@ def numpy() -> Any:
     return np
 
 
-#: Whether pyarrow (where installed) does the interleaving copy; tests turn it off to
-#: exercise the numpy-only path.
+#: Whether pyarrow (where installed) does the interleaving copy, and whether by
+#: binary_view arrays (else by ``take``); tests turn them off to exercise the other paths.
 USE_ARROW = True
+USE_VIEWS = True
 
 
 def _pyarrow() -> Any:
@@ -193,7 +194,7 @@ class BinaryColumn:
         """A column of encoded header sections, one per row of ``rows`` (each a sequence
         of ``(str, bytes | None)`` pairs, or None/empty for none), as :func:`encode_run`
         takes them. Raises :class:`~aioproducer.errors.SerializationError` for a bad
-        header, as :meth:`RecordBatchBuilder.append` does. Runs per row: header lists are
+        header, as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` does. Runs per row: header lists are
         Python objects already."""
         from aioproducer.protocol.records import _encode_headers
 
@@ -384,7 +385,7 @@ class _Plan:
     A small batch holds a few hundred records; numpy's fixed cost per call would dominate
     if every batch were encoded on its own. So the first call for a run cuts the whole run
     into the batches it would fill (the first one continuing the caller's batch, the
-    others fresh, each cut exactly where :meth:`RecordBatchBuilder.append_many` would cut
+    others fresh, each cut exactly where :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append_many` would cut
     it), encodes them in one go, and the following calls are served slices of it as long
     as they ask for exactly what was planned (same record, offset delta, timestamp delta
     and batch size so far; anything else is planned afresh).
@@ -468,7 +469,7 @@ def encode_run(
     size_so_far: int,
     max_bytes: int | None,
 ) -> tuple[int, Any]:
-    """Encode records ``start:stop`` as :meth:`RecordBatchBuilder.append` would, one after
+    """Encode records ``start:stop`` as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` would, one after
     the other, into a batch already holding ``first_offset_delta`` records and
     ``size_so_far`` bytes; returns ``(records encoded, their bytes)`` (a bytes-like
     object: a numpy uint8 array).
@@ -699,12 +700,40 @@ def _make_plan(
     width += ksize[:n] if keys is not None else 1 + vsize[:n]
     if trailer:
         width[1:] += 1
-    poff = np.zeros(n + 2 if trailer else n + 1, dtype=np.int64)
-    np.cumsum(width, out=poff[1 : n + 1])
-    if trailer:
-        poff[n + 1] = poff[n] + 1
-    pdata = np.zeros(int(poff[-1]), dtype=np.uint8)  # zeros: attributes, trailers
-    pos_ = poff[:n].copy()
+    # The other pieces: key and value length M[i] between a key and its value (with a
+    # key column), and the column's own rows.
+    columns: list[BinaryColumn] = [keys] if keys is not None else []
+    columns.append(values)
+    if headers is not None:
+        columns.append(headers)
+    per_record = 2 + (2 if keys is not None else 0) + (1 if headers is not None else 0)
+    pa = _pyarrow()
+    views = None
+    if (
+        pa is not None
+        and USE_VIEWS
+        and int(width.max()) <= _INLINE
+        and all(c.offsets[start + n] - c.offsets[start] < 1 << 31 for c in columns)
+        and _views_work(pa, np)
+    ):
+        # Arrow's binary_view layout: a 16-byte view per piece in record order, the
+        # short pieces written into their views, the others pointing into the columns'
+        # buffers; one cast to large_binary then copies every piece once.
+        count = n * per_record + (1 if trailer else 0)
+        views = np.zeros((count, 16), dtype=np.uint8)
+        pdata = views.reshape(-1)
+        words = views.view(np.int32)
+        words[0 : n * per_record : per_record, 0] = width
+        if trailer:
+            words[count - 1, 0] = 1  # the last record's header count, 0
+        pos_ = np.arange(4, 16 * count - 16 * (1 if trailer else 0), 16 * per_record)
+    else:
+        poff = np.zeros(n + 2 if trailer else n + 1, dtype=np.int64)
+        np.cumsum(width, out=poff[1 : n + 1])
+        if trailer:
+            poff[n + 1] = poff[n] + 1
+        pdata = np.zeros(int(poff[-1]), dtype=np.uint8)  # zeros: attributes, trailers
+        pos_ = poff[:n].copy()
     if trailer:
         pos_[1:] += 1
     _put_varints(np, pdata, pos_, lzz, lsize)
@@ -719,22 +748,42 @@ def _make_plan(
         pos_[:first_count] += len(ts_part) - 1
     _put_varints(np, pdata, pos_, ozz, osize)
     pos_ += osize
-    sources: list[tuple[Any, Any]] = [(poff, pdata)]
     if keys is not None:
         _put_varints(np, pdata, pos_, kzz[:n], ksize[:n])
-        # Piece M[i]: the value length, between the key and the value.
-        moff = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(vsize[:n], out=moff[1:])
-        mdata = np.empty(int(moff[-1]), dtype=np.uint8)
-        _put_varints(np, mdata, moff[:-1], vzz[:n], vsize[:n])
-        sources.append((keys.offsets[start : start + n + 1], keys.data))
-        sources.append((moff, mdata))
     else:
         pdata[pos_] = 1  # null key: length -1
         _put_varints(np, pdata, pos_ + 1, vzz[:n], vsize[:n])
-    sources.append((values.offsets[start : start + n + 1], values.data))
-    if headers is not None:
-        sources.append((headers.offsets[start : start + n + 1], headers.data))
+
+    if views is not None:
+        words = views.view(np.int32)
+        buffers = [None, pa.py_buffer(views)]
+        piece = 1
+        for index, column in enumerate(columns):
+            if column is values and keys is not None:
+                m_rows = slice(piece, n * per_record, per_record)
+                words[m_rows, 0] = vsize[:n]
+                m_pos = np.arange(16 * piece + 4, 16 * n * per_record, 16 * per_record)
+                _put_varints(np, pdata, m_pos, vzz[:n], vsize[:n])
+                piece += 1
+            rows = words[piece : n * per_record : per_record]
+            buffers.append(_fill_views(np, rows, column, start, start + n, index))
+            piece += 1
+        array = pa.Array.from_buffers(pa.binary_view(), len(views), buffers)
+        data = _arrow_payload(np, array.cast(pa.large_binary()))
+    else:
+        sources: list[tuple[Any, Any]] = [(poff, pdata)]
+        if keys is not None:
+            # Piece M[i]: the value length, between the key and the value.
+            moff = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(vsize[:n], out=moff[1:])
+            mdata = np.empty(int(moff[-1]), dtype=np.uint8)
+            _put_varints(np, mdata, moff[:-1], vzz[:n], vsize[:n])
+            sources.append((keys.offsets[start : start + n + 1], keys.data))
+            sources.append((moff, mdata))
+        sources.append((values.offsets[start : start + n + 1], values.data))
+        if headers is not None:
+            sources.append((headers.offsets[start : start + n + 1], headers.data))
+        data = _interleave(np, sources, n, trailer)
 
     plan = _Plan()
     plan.keys = keys
@@ -748,7 +797,7 @@ def _make_plan(
     plan.batch_j0 = [b[2] for b in batches]
     plan.batch_used = [b[4] for b in batches]
     plan.rec_off = rec_off
-    plan.data = _interleave(np, sources, n, trailer)
+    plan.data = data
     return plan
 
 
@@ -809,3 +858,60 @@ def _interleave(np: Any, sources: list[tuple[Any, Any]], n: int, trailer: bool) 
     out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offsets[1:])
     return data[_gather_index(np, starts, lengths, out_offsets)]
+
+
+# Whether this pyarrow casts binary_view to large_binary (empty: not tried yet).
+_VIEWS: list[bool] = []
+# A view holds up to this many bytes inline (Arrow's binary_view layout).
+_INLINE: Final = 12
+
+
+def _views_work(pa: Any, np: Any) -> bool:
+    """Whether pyarrow has binary_view arrays and casts them to large_binary (tried
+    once)."""
+    if not _VIEWS:
+        try:
+            views = np.zeros(16, dtype=np.uint8)
+            views[0] = 3
+            views[4:7] = (1, 2, 3)
+            array = pa.Array.from_buffers(pa.binary_view(), 1, [None, pa.py_buffer(views)])
+            _VIEWS.append(array.cast(pa.large_binary()).to_pylist() == [b"\x01\x02\x03"])
+        except (AttributeError, NotImplementedError, pa.ArrowException):
+            _VIEWS.append(False)
+    return _VIEWS[0]
+
+
+def _fill_views(np: Any, rows: Any, column: BinaryColumn, start: int, stop: int, index: int) -> Any:
+    """Write the views of rows ``start:stop`` of ``column`` into ``rows`` (int32, one row
+    of 4 words per view) as data buffer ``index``; returns that buffer.
+
+    A view is (length, 12 bytes inline) for a piece of up to 12 bytes, else (length,
+    first 4 bytes, buffer index, offset). The bytes are gathered one position at a time
+    over all rows (numpy's fast direction), and assembled into little-endian words."""
+    pa = _pyarrow()
+    first, last = int(column.offsets[start]), int(column.offsets[stop])
+    chunk = column.data[first:last] if last > first else np.zeros(1, dtype=np.uint8)
+    starts = column.offsets[start:stop] - first
+    lengths = np.diff(column.offsets[start : stop + 1])
+    small = lengths <= _INLINE
+    all_small = bool(small.all())
+    any_small = all_small or bool(small.any())
+    width = int(lengths.max()) if all_small else (_INLINE if any_small else 4)
+    acc = [np.zeros(len(starts), dtype=np.uint32) for _ in range(3)]
+    for c in range(min(width, _INLINE)):
+        byte = np.take(chunk, starts + c, mode="clip").astype(np.uint32)
+        if any_small:
+            byte[lengths <= c] = 0
+        acc[c >> 2] |= byte << np.uint32(8 * (c & 3))
+    rows[:, 0] = lengths
+    rows[:, 1] = acc[0].view(np.int32)
+    if all_small:
+        rows[:, 2] = acc[1].view(np.int32)
+        rows[:, 3] = acc[2].view(np.int32)
+    elif not any_small:
+        rows[:, 2] = index
+        rows[:, 3] = starts
+    else:
+        rows[:, 2] = np.where(small, acc[1].view(np.int32), index)
+        rows[:, 3] = np.where(small, acc[2].view(np.int32), starts)
+    return pa.py_buffer(chunk)

@@ -12,7 +12,7 @@ Everything here is pure computation on bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from crc32c import crc32c
 
@@ -27,11 +27,9 @@ from aioproducer.protocol.batch_layout import PREFIX as _PREFIX
 from aioproducer.protocol.batch_layout import PRODUCER_ID_OFFSET as _PRODUCER_ID_OFFSET
 from aioproducer.protocol.batch_layout import PRODUCER_STATE as _PRODUCER_STATE
 from aioproducer.protocol.batch_layout import TRANSACTIONAL_FLAG as _TRANSACTIONAL_FLAG
+from aioproducer.protocol.columnar import BinaryColumn, encode_run
 from aioproducer.protocol.compression import Codec, compress, validate_level
 from aioproducer.protocol.record_reader import Record, RecordBatch, decode_batches, parse_records
-
-if TYPE_CHECKING:
-    from aioproducer.protocol.columnar import BinaryColumn
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
@@ -517,8 +515,6 @@ class RecordBatchBuilder:
         Columns hold only valid rows, so only the timestamp can be refused (``TypeError``,
         ``ValueError``, before anything is appended).
         """
-        from aioproducer.protocol.columnar import encode_run
-
         if stop is None:
             stop = len(values)
         if start >= stop:

@@ -39,13 +39,14 @@ headers_st = st.one_of(
 ARROW_TYPES = ["binary", "string", "large_binary", "large_string"]
 
 
-@pytest.fixture(params=["arrow", "numpy"])
+@pytest.fixture(params=["views", "take", "numpy"])
 def interleave(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Both ways of the final copy: pyarrow's take, or numpy alone."""
-    old = columnar.USE_ARROW
-    columnar.USE_ARROW = request.param == "arrow"
+    """Every way of the final copy: pyarrow's binary_view cast or take, or numpy alone."""
+    old = columnar.USE_ARROW, columnar.USE_VIEWS
+    columnar.USE_ARROW = request.param != "numpy"
+    columnar.USE_VIEWS = request.param == "views"
     yield request.param
-    columnar.USE_ARROW = old
+    columnar.USE_ARROW, columnar.USE_VIEWS = old
 
 
 def encoded(items: list[str | None] | None) -> list[bytes | None] | None:
