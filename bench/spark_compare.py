@@ -4,6 +4,7 @@
 
     python -m bench.spark_compare [--rows 2000000] [--value-size 100] [--compression none]
         [--workload VALUE_SIZE:COMPRESSION:ROWS ...] [--rounds 3] [--batch-size 16384]
+        [--buffer-memory 33554432]
         [--partitions 12] [--df-partitions 8] [--master local[2]] [--keyless] [--no-cache]
         [--methods aioproducer,confluent,spark-kafka,arrow-floor] [--full-verify]
         [--profile] [--out bench/results/spark_compare.md]
@@ -29,8 +30,8 @@ round), after a warm-up of each:
 Like for like: every method reads the same cached DataFrame (the key and value columns),
 and every producer gets the same settings, spelled in its own client's words: acks=all,
 idempotence, linger 5 ms, ``--batch-size`` bytes per batch, at most 5 requests in flight,
-the workload's compression. The clock is the driver's wall time of the one Spark action
-each method runs; for every method that action returns only once every record is
+``--buffer-memory`` bytes of buffer, the workload's compression. The clock is the driver's
+wall time of the one Spark action each method runs; for every method that action returns only once every record is
 acknowledged (aioproducer and confluent-kafka flush at the end of each task, Spark's sink
 flushes its producer when the task's writer closes). Each run is read back: the topic's
 end offsets must add up to the rows, and the first and last 1,000 records of every
@@ -163,14 +164,15 @@ class Settings:
 
     batch_size: int
     compression: str
+    buffer_memory: int = 32 * 1024 * 1024
     linger_ms: int = 5
     max_in_flight: int = 5
 
     def describe(self) -> str:
         return (
             f"acks=all, idempotence, linger {self.linger_ms} ms, batch size "
-            f"{self.batch_size:,} B, max {self.max_in_flight} in flight, "
-            f"compression {self.compression}"
+            f"{self.batch_size:,} B, max {self.max_in_flight} in flight, buffer memory "
+            f"{self.buffer_memory // 2**20} MiB, compression {self.compression}"
         )
 
 
@@ -209,6 +211,7 @@ def write_aioproducer(
         batch_size=st.batch_size,
         max_in_flight_requests_per_connection=st.max_in_flight,
         compression_type=st.compression,
+        buffer_memory=st.buffer_memory,
     )
     return {
         "records": report.records,
@@ -231,6 +234,7 @@ def write_confluent(
         "batch.size": st.batch_size,
         "max.in.flight.requests.per.connection": st.max_in_flight,
         "compression.type": st.compression,
+        "queue.buffering.max.kbytes": st.buffer_memory // 1024,
     }
     df.foreachPartition(ConfluentPartitionWriter(conf, topic, keyed=keyed))
     return {}
@@ -251,10 +255,7 @@ def write_spark_kafka(
         .option("kafka.batch.size", str(st.batch_size))
         .option("kafka.max.in.flight.requests.per.connection", str(st.max_in_flight))
         .option("kafka.compression.type", st.compression)
-        # A fresh producer pool per run: Spark caches its producers by these options, and
-        # a cached producer reused for a new topic twice left a partition's last batch
-        # unsent until delivery.timeout.ms (120 s) expired it ("Expiring N record(s)").
-        .option("kafka.client.id", f"spark-sink-{topic}")
+        .option("kafka.buffer.memory", str(st.buffer_memory))
         .option("topic", topic)
         .save()
     )
@@ -469,6 +470,14 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
     return head + out.getvalue()
 
 
+def _cause(exc: BaseException) -> str:
+    """A failed write's error in one line: for a Spark job, the failed task's own error."""
+    lines = str(exc).strip().splitlines() or [""]
+    line = next((x for x in lines if "most recent failure" in x), lines[0])
+    detail = line.rsplit("): ", 1)[-1] if "most recent failure" in line else line
+    return f"{type(exc).__name__}: {detail[:300]}"
+
+
 def _trim(text: str) -> list[str]:
     """The profile's header and table lines, with repository paths shortened."""
     keep = ("ncalls", "Task thread", "Producer loop", "function calls")
@@ -502,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16384, help="every producer's")
+    parser.add_argument(
+        "--buffer-memory", type=int, default=32 * 1024 * 1024, help="every producer's"
+    )
     parser.add_argument("--partitions", type=int, default=12, help="Kafka partitions")
     parser.add_argument("--df-partitions", type=int, default=8, help="DataFrame partitions")
     parser.add_argument("--master", default="local[2]")
@@ -579,16 +591,14 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap = kc.bootstrap_servers
 
             def run(w: Workload, method: str, tag: str) -> None:
-                st = Settings(batch_size=ns.batch_size, compression=w.compression)
+                st = Settings(ns.batch_size, w.compression, ns.buffer_memory)
                 topic = f"spark-compare-{method}-{tag}-{uuid.uuid4().hex[:6]}"
                 kc.create_topic(topic, partitions=ns.partitions)
                 started = time.perf_counter()
                 try:
                     extra = WRITERS[method](frames[w], topic, bootstrap, keyed, st)
                 except Exception as exc:
-                    failures.append(
-                        f"{w.name}, {method} {tag}: {type(exc).__name__}: {str(exc)[:300]}"
-                    )
+                    failures.append(f"{w.name}, {method} {tag}: {_cause(exc)}")
                     return
                 elapsed = time.perf_counter() - started
                 loads.append(os.getloadavg()[0])
@@ -622,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                 w = workloads[0]
                 topic = f"spark-compare-profile-{uuid.uuid4().hex[:6]}"
                 kc.create_topic(topic, partitions=ns.partitions)
-                st = Settings(batch_size=ns.batch_size, compression=w.compression)
+                st = Settings(ns.batch_size, w.compression, ns.buffer_memory)
                 profile_text = profile_worker_path(frames[w], bootstrap, topic, keyed, st)
             kafka_version = kc.version
     finally:
@@ -634,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark-kafka": "Spark Kafka sink (JVM)",
         "arrow-floor": "mapInArrow doing nothing (floor)",
     }
-    settings = Settings(batch_size=ns.batch_size, compression="<workload's>")
+    settings = Settings(ns.batch_size, "<workload's>", ns.buffer_memory)
     lines = [
         "# Writing a DataFrame to Kafka from PySpark",
         "",
