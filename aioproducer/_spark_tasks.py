@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
 from .errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
-from .partitioner import partitions_for_keys
 from .producer import Producer
 from .sync import SyncProducer
 
@@ -297,15 +296,16 @@ def send(
     producer: SyncProducer,
     result: TaskResult,
     topic: str,
-    values: Sequence[Any],
-    keys: Sequence[Any] | None,
-    headers: Sequence[Any] | None,
-    partitions: Sequence[int | None] | None,
+    values: Any,
+    keys: Any,
+    headers: Any,
+    partitions: Any,
 ) -> None:
     """Send a run of records; a record rejected at send() fails alone and is counted.
 
     Goes through the bulk path: the records cross to the producer's loop a slice at a
-    time and are encoded a run per partition, with no per-record future.
+    time and are encoded a run per partition, with no per-record future. The columns are
+    sequences, or Arrow arrays (encoded column-wise; sliced, not copied, past a bad row).
     """
     start, count = 0, len(values)
     while start < count:
@@ -358,7 +358,7 @@ def send_grouped(
 
 
 def _arrow_binary(column: pa.Array) -> pa.Array:
-    """A string or binary Arrow column as binary (strings are UTF-8 already: no copy)."""
+    """A string or binary Arrow column as binary (what a serializer is given)."""
     import pyarrow as pa
 
     if pa.types.is_string(column.type):
@@ -369,29 +369,20 @@ def _arrow_binary(column: pa.Array) -> pa.Array:
 
 
 def _arrow_nbytes(column: pa.Array) -> int:
+    """The bytes of a binary or string column's non-null items (read from its offsets)."""
     import pyarrow.compute as pc
 
+    if column.null_count == 0 and len(column):
+        # Offsets are absolute into the data buffer: the last minus the first is the total.
+        import numpy as np
+        import pyarrow as pa
+
+        large = pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
+        width = np.int64 if large else np.int32
+        offsets = np.frombuffer(column.buffers()[1], dtype=width)
+        return int(offsets[column.offset + len(column)] - offsets[column.offset])
     total = pc.sum(pc.binary_length(column)).as_py()
     return int(total or 0)
-
-
-def _arrow_headers(column: pa.Array, kind: str | None) -> list[Any]:
-    """Headers as lists of (key, value) pairs per row (None where there are none)."""
-    import pyarrow as pa
-
-    if kind == "array":
-        # list<struct<key, value>> has the layout of map<key, value>; viewing it as one
-        # makes Arrow build the (key, value) tuples instead of a dict per header.
-        values = column.values
-        keys, items = values.field("key"), values.field("value")
-        try:
-            column = pa.MapArray.from_arrays(column.offsets, keys, items)
-        except (pa.ArrowInvalid, ValueError):
-            return [
-                [(h["key"], h["value"]) for h in row] if row else None for row in column.to_pylist()
-            ]
-    rows: list[Any] = column.to_pylist()
-    return rows
 
 
 def _task_stats(
@@ -552,7 +543,14 @@ def _new_name() -> str:
 
 
 def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The mapInArrow function: send every batch, flush, yield one row of figures."""
+    """The mapInArrow function: send every batch, flush, yield one row of figures.
+
+    Each Arrow batch goes to the producer as columns (``send_bulk`` of Arrow arrays): values
+    and keys are read in place from Arrow's buffers (strings as their UTF-8 bytes, no cast
+    copy), keys are hashed to partitions and records encoded with numpy, with no Python
+    object per row. Only headers, and a column given a ``value_serializer`` or
+    ``key_serializer``, are turned into Python objects, row by row.
+    """
     import pyarrow as pa
 
     def body(producer: SyncProducer, result: TaskResult) -> None:
@@ -560,54 +558,64 @@ def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Re
             if batch.num_rows == 0:
                 continue
             names = batch.schema.names
-            value_col = batch.column(names.index(spec.value))
-            values = _arrow_binary(value_col).to_pylist()
-            result.bytes += _arrow_nbytes(value_col)
-            keys = None
-            key_partitions = None
+            values: Any = batch.column(names.index(spec.value))
+            result.bytes += _arrow_nbytes(values)
+            if value_serializer:
+                values = _arrow_binary(values).to_pylist()
+            keys: Any = None
             if spec.key is not None:
-                key_col = _arrow_binary(batch.column(names.index(spec.key)))
-                keys = key_col.to_pylist()
-                result.bytes += _arrow_nbytes(key_col)
-                if vector_partitions:
-                    assert spec.topic is not None
-                    if spec.topic not in partition_counts:
-                        partition_counts[spec.topic] = len(producer.partitions_for(spec.topic))
-                    try:
-                        key_partitions = partitions_for_keys(key_col, partition_counts[spec.topic])
-                    except ImportError:  # no numpy: the producer partitions record by record
-                        key_partitions = None
+                keys = batch.column(names.index(spec.key))
+                result.bytes += _arrow_nbytes(keys)
+                if key_serializer:
+                    keys = _arrow_binary(keys).to_pylist()
             headers = None
             if spec.headers is not None:
-                headers = _arrow_headers(batch.column(names.index(spec.headers)), spec.headers_kind)
+                headers = batch.column(names.index(spec.headers))
             partitions = None
             if spec.partition is not None:
-                partitions = batch.column(names.index(spec.partition)).to_pylist()
+                partitions = batch.column(names.index(spec.partition))
             if spec.topic_column is not None:
-                topics = batch.column(names.index(spec.topic_column)).to_pylist()
-                send_grouped(
+                topics = batch.column(names.index(spec.topic_column))
+                send_by_topic(
                     producer, result, topics, values, keys, headers, partitions, spec.topic
                 )
-            elif key_partitions is not None:
-                assert spec.topic is not None
-                send(producer, result, spec.topic, values, keys, headers, key_partitions)
             else:
                 assert spec.topic is not None
                 send(producer, result, spec.topic, values, keys, headers, partitions)
 
+    # A serializer is a Python function of each value (as bytes): those columns go as lists.
     config = spec.config
-    # Keyed rows of one topic, with the default partitioner: hash every key of a batch in
-    # one go instead of one Python murmur2 call per record on the producer's loop.
-    vector_partitions = (
-        spec.key is not None
-        and spec.partition is None
-        and spec.topic_column is None
-        and config.get("partitioner") is None
-        and not config.get("partitioner_ignore_keys", False)
-    )
-    partition_counts: dict[str, int] = {}
+    value_serializer = config.get("value_serializer") is not None
+    key_serializer = config.get("key_serializer") is not None
     stats = run_task(spec, body)
     yield pa.RecordBatch.from_pylist([stats], schema=_stats_schema())
+
+
+def send_by_topic(
+    producer: SyncProducer,
+    result: TaskResult,
+    topics: pa.Array,
+    values: pa.Array,
+    keys: pa.Array | None,
+    headers: pa.Array | None,
+    partitions: pa.Array | None,
+    default_topic: str | None,
+) -> None:
+    """Per-row topics of an Arrow batch: each topic's rows, in their order, as columns."""
+    import pyarrow.compute as pc
+
+    if default_topic is not None and topics.null_count:
+        topics = pc.fill_null(topics, default_topic)
+    elif topics.null_count:
+        for _ in range(topics.null_count):
+            result.note(InvalidArgumentError("the row's topic column is null"))
+    for topic in pc.unique(topics.drop_null()).to_pylist():
+        mask = pc.equal(topics, topic)
+
+        def pick(column: pa.Array | None, mask: Any = mask) -> Any:
+            return None if column is None else column.filter(mask)
+
+        send(producer, result, topic, pick(values), pick(keys), pick(headers), pick(partitions))
 
 
 def _stats_schema() -> pa.Schema:

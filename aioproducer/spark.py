@@ -28,10 +28,11 @@ never needs them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._spark_foreach import KafkaForeachWriter
@@ -70,6 +71,20 @@ __all__ = [
 
 # Rows sent per bulk call from foreachPartition's row iterator.
 _ROW_CHUNK = 10_000
+
+# write()'s record batch size unless one is given: a task hands whole Arrow batches over
+# at once, so batches fill without lingering, and the columnar encoder's cost is per
+# batch. 256 KiB measured about 25% more rows/s than the producer's 16 KiB (100 B rows).
+_WRITE_BATCH_SIZE = 256 * 1024
+
+# The Arrow batches write() asks Spark for where the session has not set these (Spark's
+# defaults: 10,000 rows, 64 MiB): the columnar encoder's cost is mostly per batch and per
+# partition run, so fewer, larger batches are cheaper on both sides of the JVM/Python
+# boundary; the byte limit keeps a worker's memory bounded when rows are large.
+_ARROW_WANTED = {
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
+}
 
 
 # -- what the driver gets back -------------------------------------------------------------
@@ -195,7 +210,9 @@ def write(
     or mistyped column raises :class:`~aioproducer.errors.InvalidArgumentError` and a bad
     setting :class:`~aioproducer.errors.ConfigError`, before anything is sent.
 
-    Other keyword arguments are producer settings (see :class:`~aioproducer.Producer`).
+    Other keyword arguments are producer settings (see :class:`~aioproducer.Producer`);
+    ``batch_size`` defaults to 256 KiB here (the producer's own default is 16 KiB), as
+    each task hands Spark's Arrow batches over whole.
     Each task flushes before it ends (``flush_timeout`` seconds at most, ``None`` waits for
     every outcome, which ``delivery_timeout_ms`` bounds). The write runs exactly one Spark
     action. If any record failed, :class:`SparkWriteError` is raised with the first error,
@@ -212,6 +229,7 @@ def write(
     committed task Spark reruns writes its rows again).
     """
     schema = df.schema
+    producer_config.setdefault("batch_size", _WRITE_BATCH_SIZE)
     spec = make_spec(
         {f.name: f.dataType for f in schema.fields},
         topic,
@@ -231,12 +249,33 @@ def write(
     stats_df = df.select(*columns).mapInArrow(ArrowTask(spec), STATS_DDL)
     # Exactly one full action: every further action on stats_df would write everything
     # again, and limit-style actions (first, show, take) would run only some partitions.
-    if spec.transactional_id_prefix is None:
-        rows = [row.asDict() for row in stats_df.collect()]
-    else:
-        rows = _collect_transactional(stats_df)
+    with _arrow_batches(df):
+        if spec.transactional_id_prefix is None:
+            rows = [row.asDict() for row in stats_df.collect()]
+        else:
+            rows = _collect_transactional(stats_df)
     elapsed = time.perf_counter() - started
     return _report(spec.topic, rows, elapsed)
+
+
+@contextlib.contextmanager
+def _arrow_batches(df: Any) -> Iterator[None]:
+    """Larger Arrow batches for the write's one action, where the session has not set
+    them (a value the user set is left alone); unset again after it."""
+    try:
+        conf = df.sparkSession.conf
+        current = {key: conf.get(key, None) for key in _ARROW_WANTED}
+    except Exception:  # a session without these settings (an older Spark): leave it
+        yield
+        return
+    changed = [key for key in _ARROW_WANTED if current[key] is None]
+    for key in changed:
+        conf.set(key, _ARROW_WANTED[key])
+    try:
+        yield
+    finally:
+        for key in changed:
+            conf.unset(key)
 
 
 def _collect_transactional(stats_df: Any) -> list[dict[str, Any]]:

@@ -33,7 +33,11 @@ def test_200k_rows_keyed_and_keyless_with_headers_arrive_exactly(
         "cast(concat('v-', cast(id AS string)) AS binary) AS value",
         "map('id', cast(cast(id AS string) AS binary), 'src', cast('spark' AS binary)) AS hdrs",
     )
+    arrow_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(arrow_rows, None)
     report = kafka_spark.write(df, topic, bootstrap_servers=kafka.bootstrap_servers, headers="hdrs")
+    # The write asks for larger Arrow batches for its own action only.
+    assert spark.conf.get(arrow_rows, None) == before
 
     assert isinstance(report, WriteReport)
     assert (report.records, report.delivered, report.failed) == (n, n, 0)
@@ -222,3 +226,73 @@ def test_partition_writer_fails_the_job_when_records_fail(
         df.rdd.foreachPartition(writer)
     assert "1 of 100 records of partition 1 failed" in str(info.value)
     assert "MESSAGE_TOO_LARGE" in str(info.value)
+
+
+def test_arrow_batches_with_null_topics_and_a_too_large_record(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """The task function on Arrow batches without a Spark session: rows whose topic is null
+    fail alone (or take the default topic), and a record over max_request_size fails alone
+    while the rows after it in the same batch are still sent."""
+    pa = pytest.importorskip("pyarrow")
+    from pyspark.sql import types as T
+
+    from aioproducer import _spark_tasks
+
+    first, second = new_topic(2), new_topic(2)
+    big = "x" * 5000
+    batch = pa.record_batch(
+        {
+            "dest": pa.array([first, None, second, first, None, first], pa.string()),
+            "key": pa.array(["a", "b", None, "d", "e", "f"], pa.string()),
+            "value": pa.array(["0", "1", "2", big, "4", "5"], pa.string()),
+        }
+    )
+    columns = {"dest": T.StringType(), "key": T.StringType(), "value": T.StringType()}
+
+    def run(default: str | None) -> dict[str, Any]:
+        spec = _spark_tasks.make_spec(
+            columns,
+            default,
+            bootstrap_servers=kafka.bootstrap_servers,
+            key="key",
+            value="value",
+            headers=None,
+            partition=None,
+            topic_column="dest",
+            flush_timeout=None,
+            producer_config={"max_request_size": 2000},
+        )
+        (out,) = list(_spark_tasks.write_arrow(spec, iter([batch])))
+        stats: dict[str, Any] = out.to_pylist()[0]
+        return stats
+
+    try:
+        check_null_topics(run, kafka, first, second)
+    finally:
+        # The task cached its producer in this process, as a worker would: close it.
+        for pool in _spark_tasks._idle.values():
+            for producer in pool:
+                producer.close()
+        _spark_tasks._idle.clear()
+
+
+def check_null_topics(run: Any, kafka: KafkaCluster, first: str, second: str) -> None:
+    stats = run(None)
+    assert (stats["records"], stats["delivered"], stats["failed"]) == (6, 3, 3)
+    assert stats["first_error"] is not None
+    got = {
+        t: consume_all(kafka.bootstrap_servers, t, expected=n) for t, n in ((first, 2), (second, 1))
+    }
+    assert sorted((r.key, r.value) for r in got[first]) == [(b"a", b"0"), (b"f", b"5")]
+    assert [(r.key, r.value) for r in got[second]] == [(None, b"2")]
+
+    stats = run(second)  # null topics go to the default
+    assert (stats["records"], stats["delivered"], stats["failed"]) == (6, 5, 1)
+    again = consume_all(kafka.bootstrap_servers, second, expected=4)
+    assert sorted((r.key or b"", r.value) for r in again) == [
+        (b"", b"2"),
+        (b"", b"2"),
+        (b"b", b"1"),
+        (b"e", b"4"),
+    ]
