@@ -228,21 +228,7 @@ class RecordBatchBuilder:
         if start >= stop:
             return 0, 0
         count = self._count
-        if count:
-            delta = timestamp_ms - self._base_ts
-            ts_part = (
-                _ZZ[delta + 1]
-                if 0 <= delta < _TABLE_LIMIT
-                else self._timestamp_delta(timestamp_ms, delta)
-            )
-            if timestamp_ms > self._max_ts and timestamp_ms > _INT64_MAX:
-                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
-        else:
-            if not isinstance(timestamp_ms, int):
-                raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
-            if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
-                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
-            ts_part = b"\x00"
+        ts_part = self._run_timestamp_part(timestamp_ms)
         # Attributes and timestamp delta are the same for every record of the run: one
         # piece, and a constant share of every record's length.
         prefix = _ATTRS + ts_part
@@ -255,12 +241,7 @@ class RecordBatchBuilder:
         if appended:
             added = size - RECORD_BATCH_OVERHEAD - len(self._buf)
             self._buf += b"".join(pieces)
-            if not self._count:
-                self._base_ts = timestamp_ms
-                self._max_ts = timestamp_ms
-            elif timestamp_ms > self._max_ts:
-                self._max_ts = timestamp_ms
-            self._count = count
+            self._stamp_run(timestamp_ms, count)
         else:
             added = 0
         if error is not None:
@@ -295,21 +276,7 @@ class RecordBatchBuilder:
         if start >= stop:
             return 0, 0
         count = self._count
-        if count:
-            delta = timestamp_ms - self._base_ts
-            ts_part = (
-                _ZZ[delta + 1]
-                if 0 <= delta < _TABLE_LIMIT
-                else self._timestamp_delta(timestamp_ms, delta)
-            )
-            if timestamp_ms > self._max_ts and timestamp_ms > _INT64_MAX:
-                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
-        else:
-            if not isinstance(timestamp_ms, int):
-                raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
-            if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
-                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
-            ts_part = b"\x00"
+        ts_part = self._run_timestamp_part(timestamp_ms)
         appended, encoded = encode_run(
             values,
             keys,
@@ -325,13 +292,38 @@ class RecordBatchBuilder:
             return 0, 0
         added = len(encoded)
         self._buf += memoryview(encoded)
-        if not count:
+        self._stamp_run(timestamp_ms, count + appended)
+        return appended, added
+
+    def _run_timestamp_part(self, timestamp_ms: int) -> bytes:
+        """The encoded timestamp delta every record of a run stamped ``timestamp_ms``
+        shares (the run's first record is the base if the batch is empty), checked first
+        so that a refused timestamp leaves the builder unchanged."""
+        if self._count:
+            delta = timestamp_ms - self._base_ts
+            ts_part = (
+                _ZZ[delta + 1]
+                if 0 <= delta < _TABLE_LIMIT
+                else self._timestamp_delta(timestamp_ms, delta)
+            )
+            if timestamp_ms > self._max_ts and timestamp_ms > _INT64_MAX:
+                raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+            return ts_part
+        if not isinstance(timestamp_ms, int):
+            raise TypeError(f"timestamp must be an int, got {type(timestamp_ms).__name__}")
+        if not _INT64_MIN <= timestamp_ms <= _INT64_MAX:
+            raise ValueError(f"timestamp {timestamp_ms} does not fit in int64")
+        return b"\x00"
+
+    def _stamp_run(self, timestamp_ms: int, new_count: int) -> None:
+        """Account for a run stamped ``timestamp_ms`` that brought the count to
+        ``new_count``: the base and largest timestamps, and the count."""
+        if not self._count:
             self._base_ts = timestamp_ms
             self._max_ts = timestamp_ms
         elif timestamp_ms > self._max_ts:
             self._max_ts = timestamp_ms
-        self._count = count + appended
-        return appended, added
+        self._count = new_count
 
     def _timestamp_delta(self, timestamp_ms: int, delta: int) -> bytes:
         if not isinstance(timestamp_ms, int):
