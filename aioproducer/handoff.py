@@ -58,6 +58,13 @@ NEW, RUNNING, CLOSING, CLOSED = range(4)
 # slices the sender gets to run, so full batches leave while a large chunk is appended.
 _SLICE = 4096
 
+#: Bytes (by their estimates) of bulk sends handed over and not yet wholly appended that
+#: may be joined by another one. A bulk send's columns (an Arrow batch and its copy grouped
+#: by partition) stay alive until its last run is encoded, outside ``buffer_memory``'s
+#: count of encoded bytes: without a bound, a thread sending Arrow batches faster than the
+#: broker takes them would hold columns in proportion to ``buffer_memory`` as well.
+BULK_AHEAD = 1 << 20
+
 
 class Tally:
     """Counts of records a producer has taken and how many of them failed."""
@@ -77,6 +84,8 @@ class BulkEnd(NamedTuple):
     bulk: BulkDelivery
     #: Each appended record's position in the input, when grouping reordered them.
     order: Sequence[int] | None
+    #: The bulk's bytes counted in :attr:`Handoff.bulks_ahead` (set by ``put_runs``).
+    ahead: int = 0
 
 
 Entry = PreparedRecord | ColumnRun | BulkEnd
@@ -137,6 +146,9 @@ class Handoff(Generic[P]):
         # Loop side: chunks being moved into the accumulator, [chunk, next index].
         self.backlog: collections.deque[list[Any]] = collections.deque()
         self.pump_scheduled = False
+        #: Estimated bytes of the bulk sends handed over whose end the loop has not
+        #: reached (guarded by ``cond``; see :data:`BULK_AHEAD`).
+        self.bulks_ahead = 0
         intake.watch_batches(self._watch)
 
     # -- threads -------------------------------------------------------------------------------
@@ -220,9 +232,21 @@ class Handoff(Generic[P]):
         return out
 
     def put_runs(self, runs: list[ColumnRun], end: BulkEnd) -> None:
-        """Hand a prepared bulk send over, run by run, waiting for space as needed."""
+        """Hand a prepared bulk send over, run by run, waiting for space as needed.
+
+        It waits first, if earlier bulk sends are still being appended and together with
+        this one would exceed :data:`BULK_AHEAD`: the columns of a bulk send handed over
+        live until its last run is encoded, so at most about one large bulk's columns are
+        alive beyond ``buffer_memory`` (plus the caller's own).
+        """
+        total = sum(run.size for run in runs)
         with self.cond:
             try:
+                self._check_open()
+                if self.bulks_ahead and self.bulks_ahead + total > BULK_AHEAD:
+                    self._wait_for_bulks(total)
+                self.bulks_ahead += total
+                end = end._replace(ahead=total)
                 for run in runs:
                     self._check_open()
                     if self.pending.nbytes + self.budget.used + run.size > self.limit:
@@ -291,6 +315,26 @@ class Handoff(Generic[P]):
         if not self.wake_scheduled:
             self.wake_scheduled = True
             self.runner.call_soon(self._pump_soon)
+
+    def _wait_for_bulks(self, total: int) -> None:
+        # Called with cond held. The earlier bulks' runs are admitted already: they only
+        # need the loop to append them, which ends them (_pump_bulk notifies).
+        deadline = time.monotonic() + self.max_block
+        if self.pending.entries:
+            self._schedule_pump()
+        while self.bulks_ahead and self.bulks_ahead + total > BULK_AHEAD:
+            self._check_open()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferFullError(
+                    "earlier bulk sends were not appended within max_block_ms "
+                    f"({self.max_block * 1000:.0f} ms)"
+                )
+            self.waiting += 1
+            try:
+                self.cond.wait(min(remaining, 0.05))
+            finally:
+                self.waiting -= 1
 
     def _wait_for_space(self, need: int) -> None:
         # Called with cond held. What is pending must move on, and batches must leave
@@ -422,6 +466,10 @@ class Handoff(Generic[P]):
     ) -> tuple[int, BaseException | None]:
         """Append one run or end a bulk send; returns (records that failed, the error)."""
         if type(entry) is BulkEnd:
+            if entry.ahead:
+                with self.cond:
+                    self.bulks_ahead -= entry.ahead
+                    self.cond.notify_all()
             entry.bulk.track(entry.order)
             entry.bulk.add_done_callback(self._on_bulk_done)
             return 0, None
