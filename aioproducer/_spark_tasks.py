@@ -548,8 +548,9 @@ def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Re
     Each Arrow batch goes to the producer as columns (``send_bulk`` of Arrow arrays): values
     and keys are read in place from Arrow's buffers (strings as their UTF-8 bytes, no cast
     copy), keys are hashed to partitions and records encoded with numpy, with no Python
-    object per row. Only headers, and a column given a ``value_serializer`` or
-    ``key_serializer``, are turned into Python objects, row by row.
+    object per row; headers (list of key/value structs, or a map) are encoded the same way.
+    Only a column given a ``value_serializer`` or ``key_serializer`` is turned into Python
+    objects, row by row.
     """
     import pyarrow as pa
 

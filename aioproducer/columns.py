@@ -5,8 +5,9 @@
 same :class:`~aioproducer.intake.PreparedColumns`, but holding
 :class:`~aioproducer.protocol.columnar.BinaryColumn` s, so sizes, partitions and the
 grouping by partition are numpy passes and the records are encoded column-wise
-(``RecordBatchBuilder.append_columns``), with no Python object per record. Only headers and
-a custom partitioner run per record (both are Python objects by nature).
+(``RecordBatchBuilder.append_columns``), with no Python object per record; so are header
+columns of string keys and binary or string values. Only a custom partitioner (a Python
+function) and header columns of other layouts run per record.
 
 numpy and pyarrow are imported here, so this module is imported only when columns come in.
 """
@@ -25,7 +26,7 @@ from .intake import (
     partitioner_failed,
 )
 from .partitioner import key_partitions
-from .protocol.columnar import BinaryColumn, numpy
+from .protocol.columnar import BinaryColumn, encode_header_sections, numpy
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
 
 if TYPE_CHECKING:
@@ -192,9 +193,13 @@ def _nulls(column: BinaryColumn, count: int) -> Any:
 
 
 def _header_column(headers: Any, count: int, fail: Any) -> BinaryColumn:
-    """Every record's encoded header section. Headers are lists of pairs by nature: this
-    runs per record (an Arrow column is read with ``to_pylist``)."""
+    """Every record's encoded header section. An Arrow ``list<struct<key: string, value:
+    binary>>`` or ``map<string, binary>`` column (value also string) is encoded a column at
+    a time; other Arrow header columns and sequences run per record (``to_pylist``)."""
     if type(headers).__module__.startswith("pyarrow"):
+        encoded = _arrow_header_column(headers, count, fail)
+        if encoded is not None:
+            return encoded
         try:
             rows = headers.to_pylist()
         except AttributeError:
@@ -225,6 +230,60 @@ def _header_column(headers: Any, count: int, fail: Any) -> BinaryColumn:
                 row = None
         checked.append(row or None)
     return BinaryColumn.from_headers(checked)
+
+
+def _arrow_header_column(headers: Any, count: int, fail: Any) -> BinaryColumn | None:
+    """The header sections of an Arrow list-of-struct or map column with string keys and
+    binary or string values, encoded column-wise; None for other layouts (the per-row
+    path takes those, with its own checks and messages)."""
+    import pyarrow as pa
+
+    np = numpy()
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks() if headers.num_chunks != 1 else headers.chunk(0)
+    kind = getattr(headers, "type", None)
+    if kind is None or not (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind)
+    ):
+        return None
+    entry = kind.value_type if not pa.types.is_map(kind) else None
+    if entry is not None and not (
+        pa.types.is_struct(entry)
+        and entry.num_fields == 2
+        and entry.get_field_index("key") >= 0
+        and entry.get_field_index("value") >= 0
+    ):
+        return None
+    if len(headers) != count:
+        raise InvalidArgumentError(f"headers has {len(headers)} items but values has {count}")
+    offsets = np.asarray(headers.offsets, dtype=np.int64)
+    counts = np.diff(offsets)
+    if headers.null_count:
+        nulls = ~np.asarray(headers.is_valid(), dtype=bool)
+        if counts[nulls].any():
+            return None  # a null row spanning entries (Arrow allows it): per row
+    entries = headers.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    if pa.types.is_map(kind):
+        key_array, value_array = entries.field(0), entries.field(1)
+    else:
+        key_array, value_array = entries.field("key"), entries.field("value")
+    if not (pa.types.is_string(key_array.type) or pa.types.is_large_string(key_array.type)):
+        return None
+    try:
+        keys = BinaryColumn.from_arrow(key_array, "header key")
+        values = BinaryColumn.from_arrow(value_array, "header value")
+    except SerializationError:
+        return None  # values of another type: the per-row path names it
+    # A null entry or a null key fails its row (and cuts the rows after it).
+    missing = ~keys.valid if keys.valid is not None else np.zeros(len(keys), dtype=bool)
+    if entries.null_count:
+        missing |= ~np.asarray(entries.is_valid(), dtype=bool)
+    if missing.any():
+        first = int(np.flatnonzero(missing)[0])
+        row = int(np.searchsorted(offsets[1:] - offsets[0], first, side="right"))
+        fail(row, SerializationError("header keys must be str, got NoneType"))
+        keys = BinaryColumn(keys.offsets, keys.data)
+    return encode_header_sections(counts, keys, values)
 
 
 def _partition_column(partitions: Any, count: int, topic: str, nparts: int, fail: Any) -> Any:

@@ -464,7 +464,7 @@ class Producer:
         (required), ``key``, ``headers`` (``list<struct<key: string, value: binary>>`` or
         ``map<string, binary>``) and ``partition`` (integers, null: let the partitioner
         choose). They are read in place and encoded column-wise with numpy, with no
-        Python object per record (headers and a custom partitioner excepted); serializers
+        Python object per record (a custom partitioner excepted); serializers
         apply to sequences only. A column of the wrong type raises
         :class:`~aioproducer.errors.SerializationError` (values, keys) or
         :class:`~aioproducer.errors.InvalidArgumentError` (other columns) naming it,

@@ -25,7 +25,7 @@ from typing import Any, Final
 from aioproducer.errors import SerializationError
 from aioproducer.protocol.batch_layout import RECORD_BATCH_OVERHEAD as _BATCH_OVERHEAD
 
-__all__ = ["BinaryColumn", "encode_run", "fresh_cuts", "numpy"]
+__all__ = ["BinaryColumn", "encode_header_sections", "encode_run", "fresh_cuts", "numpy"]
 
 
 def numpy() -> Any:
@@ -833,8 +833,19 @@ def _interleave(np: Any, sources: list[tuple[Any, Any]], n: int, trailer: bool) 
     """Concatenate row 0 of every source, then row 1 of every source, ...; with
     ``trailer``, the first source has one extra row that comes last."""
     k = len(sources)
-    pa = _pyarrow()
-    # Each source's rows are one contiguous slice of its data: stack them in one buffer.
+    offsets, data, row_base = _stack(np, sources)
+    # The order of the pieces: record by record.
+    order = (np.arange(n, dtype=np.int32)[:, None] + row_base[:k].astype(np.int32)).reshape(-1)
+    if trailer:
+        order = np.append(order, row_base[1] - 1)
+    return _gather_rows(np, offsets, data, order)
+
+
+def _stack(np: Any, sources: list[tuple[Any, Any]]) -> tuple[Any, Any, Any]:
+    """The rows of every source (``(offsets, data)``, each source's rows one contiguous
+    slice of its data) as one column: its offsets, its data, and where each source's rows
+    start in it (one more entry: the total)."""
+    k = len(sources)
     firsts = [int(off[0]) for off, _data in sources]
     lasts = [int(off[-1]) for off, _data in sources]
     bases = np.zeros(k + 1, dtype=np.int64)
@@ -843,13 +854,17 @@ def _interleave(np: Any, sources: list[tuple[Any, Any]], n: int, trailer: bool) 
     row_base = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(rows, out=row_base[1:])
     offsets = np.empty(int(row_base[-1]) + 1, dtype=np.int64)
+    offsets[0] = 0
     for j, (off, _data) in enumerate(sources):
         offsets[row_base[j] : row_base[j + 1] + 1] = off - firsts[j] + bases[j]
     data = np.concatenate([d[a:b] for (_off, d), a, b in zip(sources, firsts, lasts, strict=True)])
-    # The order of the pieces: record by record.
-    order = (np.arange(n, dtype=np.int32)[:, None] + row_base[:k].astype(np.int32)).reshape(-1)
-    if trailer:
-        order = np.append(order, row_base[1] - 1)
+    return offsets, data, row_base
+
+
+def _gather_rows(np: Any, offsets: Any, data: Any, order: Any) -> Any:
+    """The bytes of rows ``order`` of the column ``offsets``/``data``, back to back
+    (one gathering copy: Arrow's take where pyarrow is there, else a numpy index)."""
+    pa = _pyarrow()
     if pa is not None:
         combined = _arrow_view(pa, np, offsets, data)
         return _arrow_payload(np, combined.take(pa.array(order.astype(np.int32))))
@@ -858,6 +873,58 @@ def _interleave(np: Any, sources: list[tuple[Any, Any]], n: int, trailer: bool) 
     out_offsets = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offsets[1:])
     return data[_gather_index(np, starts, lengths, out_offsets)]
+
+
+def _varint_column(np: Any, values: Any) -> tuple[Any, Any]:
+    """Zig-zag LEB128 varints of int64 ``values`` as a column ``(offsets, data)``."""
+    zz = _zz(values)
+    sizes = _sizes(np, zz)
+    offsets = np.zeros(len(zz) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    data = np.zeros(max(int(offsets[-1]), 1), dtype=np.uint8)
+    _put_varints(np, data, offsets[:-1], zz, sizes)
+    return offsets, data
+
+
+def encode_header_sections(counts: Any, keys: BinaryColumn, values: BinaryColumn) -> BinaryColumn:
+    """Every row's encoded header section (count, then each header's key and value with
+    their lengths), a column at a time: ``counts`` (int64) headers per row, whose keys and
+    values (a null value: no value) follow one another in ``keys``/``values``. The bytes
+    are :func:`~aioproducer.protocol.record_encoder.encode_headers`' (``b"\x00"`` for
+    none)."""
+    np = numpy()
+    n = len(counts)
+    h = len(keys)
+    key_lengths = np.diff(keys.offsets)
+    value_lengths = values.lengths()  # -1: null
+    pieces = [
+        _varint_column(np, counts),
+        _varint_column(np, key_lengths),
+        (keys.offsets, keys.data),
+        _varint_column(np, value_lengths),
+        (values.offsets, values.data),
+    ]
+    offsets, data, _row_base = _stack(np, pieces)
+    firsts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=firsts[1:])
+    # Output piece positions: row i's count comes after the rows before it and their
+    # headers' 4 pieces each; header j's pieces follow its row's count.
+    order = np.empty(n + 4 * h, dtype=np.int64)
+    order[np.arange(n, dtype=np.int64) + 4 * firsts[:-1]] = np.arange(n, dtype=np.int64)
+    if h:
+        row_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+        header_pos = row_of + 1 + 4 * np.arange(h, dtype=np.int64)
+        for part in range(4):
+            order[header_pos + part] = n + part * h + np.arange(h, dtype=np.int64)
+    lengths = np.diff(offsets)
+    section = lengths[:n].copy()
+    if h:
+        per_header = lengths[n : n + h] + lengths[n + h : n + 2 * h]
+        per_header += lengths[n + 2 * h : n + 3 * h] + lengths[n + 3 * h :]
+        section += np.bincount(row_of, weights=per_header, minlength=n).astype(np.int64)
+    out_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(section, out=out_offsets[1:])
+    return BinaryColumn(out_offsets, _gather_rows(np, offsets, data, order))
 
 
 # Whether this pyarrow casts binary_view to large_binary (empty: not tried yet).
