@@ -1,7 +1,9 @@
 """Choosing a partition: Java-compatible murmur2 for keys, (adaptive) sticky for keyless records.
 
-murmur2 comes twice: per key in pure Python, and for a whole column of keys with numpy
-(:func:`partitions_for_keys`, used by the Spark writer); a test keeps the two equal.
+murmur2 comes as a byte loop (what runs where this module is compiled, per key and over a
+whole key column), as ``struct``-unpacked words per key when interpreted, and for a whole
+column of keys with numpy when interpreted (:func:`key_partitions`, used by bulk sends of
+columns and the Spark writer); tests keep them equal to each other and to Java's.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from . import speedups
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,17 +28,28 @@ __all__ = [
     "partitions_for_keys",
 ]
 
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
+_M: Final = 0x5BD1E995
+_MASK: Final = 0xFFFFFFFF
+_M_LO: Final = _M & 0xFFFF
+_M_HI: Final = _M >> 16
+
+# Which murmur2 loop runs: the byte loop compiled, struct's word unpacking interpreted.
+_COMPILED: Final = speedups.ACTIVE == "compiled"
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
     """Kafka's murmur2 hash of ``data`` as a signed 32-bit int (identical to Java's ``Utils.murmur2``)."""
-    data = bytes(data)
+    raw = data if type(data) is bytes else bytes(data)
+    h = _murmur2(raw, 0, len(raw)) if _COMPILED else _murmur2_words(raw)
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def _murmur2_words(data: bytes) -> int:
+    """:func:`_murmur2` of all of ``data`` for the interpreter: whole words unpacked by
+    ``struct`` (fewer bytecodes per word than reading bytes; compiled, the byte loop wins)."""
     length = len(data)
     h = (0x9747B28C ^ length) & _MASK
     end = length - (length & 3)
-    # Four bytes at a time, little-endian, as the Java implementation reads them.
     for k in struct.unpack_from(f"<{end >> 2}I", data):
         k = (k * _M) & _MASK
         k ^= k >> 24
@@ -51,7 +66,51 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     h ^= h >> 13
     h = (h * _M) & _MASK
     h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
+    return h
+
+
+def _mul_m(a: int) -> int:
+    # (a * _M) mod 2**32 from 16-bit halves of both: compiled code multiplies machine ints
+    # fast only while both factors are small (a 32-bit factor takes the big-int path).
+    lo = a & 0xFFFF
+    return (lo * _M_LO + ((((lo * _M_HI) + (a >> 16) * _M_LO) & 0xFFFF) << 16)) & _MASK
+
+
+def _murmur2(data: bytes, start: int, stop: int) -> int:
+    """murmur2 of ``data[start:stop]`` as an unsigned 32-bit int, read in place."""
+    length = stop - start
+    h = (0x9747B28C ^ length) & _MASK
+    end = stop - (length & 3)
+    i = start
+    # Four bytes at a time, little-endian, as the Java implementation reads them.
+    while i < end:
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = _mul_m(k)
+        k ^= k >> 24
+        k = _mul_m(k)
+        h = _mul_m(h) ^ k
+        i += 4
+    extra = length & 3
+    if extra == 3:
+        h ^= data[end + 2] << 16
+    if extra >= 2:
+        h ^= data[end + 1] << 8
+    if extra >= 1:
+        h ^= data[end]
+        h = _mul_m(h)
+    h ^= h >> 13
+    h = _mul_m(h)
+    h ^= h >> 15
+    return h
+
+
+def _column_partitions(data: bytes, offsets: list[int], num_partitions: int) -> list[int]:
+    """The key partition of every key ``data[offsets[i]:offsets[i + 1]]``: one compiled
+    loop, no object per key (where this module is compiled; see :func:`key_partitions`)."""
+    out = [0] * (len(offsets) - 1)
+    for i in range(len(out)):
+        out[i] = (_murmur2(data, offsets[i], offsets[i + 1]) & 0x7FFFFFFF) % num_partitions
+    return out
 
 
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
@@ -120,13 +179,22 @@ def key_partitions(offsets: Any, data: Any, nulls: Any, num_partitions: int) -> 
     """:func:`partition_for_key` of every key of a binary column given as numpy arrays:
     ``offsets`` (int64, one more than keys, absolute into ``data``), ``data`` (uint8, or
     None if empty) and ``nulls`` (bool, or None: no null). Returns a numpy int64 array,
-    -1 for a null key. Keys longer than 256 bytes are hashed one by one, the rest as one
-    matrix."""
+    -1 for a null key. Compiled, one loop over the keys' bytes; interpreted, numpy over a
+    matrix of the keys (keys longer than 256 bytes one by one)."""
     import numpy as np
 
     n = len(offsets) - 1
     if n == 0:
         return np.zeros(0, dtype=np.int64)
+    if _COMPILED:
+        # The keys' bytes once as bytes (a copy of the keys only), hashed in one loop.
+        first = int(offsets[0])
+        raw = data[first : int(offsets[-1])].tobytes() if data is not None else b""
+        starts = (offsets - first).tolist()
+        parts = np.array(_column_partitions(raw, starts, num_partitions), np.int64)
+        if nulls is not None:
+            parts[nulls] = -1
+        return parts
     lengths = np.diff(offsets).astype(np.int64)
     long_keys = lengths > _MAX_VECTOR_KEY
     # A null's slot may still span bytes; its result is discarded, so padding it is harmless.

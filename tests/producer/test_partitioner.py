@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer import Producer
+from aioproducer import Producer, partitioner
 from aioproducer.adaptive import DrainClock, PartitionLoad, cumulative_weights, weighted_choice
 from aioproducer.partitioner import (
     StickyPartitioner,
@@ -48,6 +48,22 @@ def test_murmur2_agrees_with_kafka_python(data: bytes) -> None:
 
     # kafka-python returns the unsigned-masked value; compare as 32-bit patterns.
     assert murmur2(data) & 0xFFFFFFFF == oracle(data) & 0xFFFFFFFF
+
+
+@given(st.lists(st.binary(max_size=40), max_size=20), st.binary(max_size=8))
+def test_every_murmur2_loop_agrees_whichever_runs_here(keys: list[bytes], pad: bytes) -> None:
+    # Compiled, murmur2 runs the byte loop; interpreted, the struct one: both are checked
+    # against each other here in either build, and the column loop against them.
+    raw = pad + b"".join(keys)
+    starts = [len(pad)]
+    for key in keys:
+        starts.append(starts[-1] + len(key))
+    for key, a, b in zip(keys, starts, starts[1:], strict=False):
+        assert partitioner._murmur2(raw, a, b) == partitioner._murmur2_words(key)
+        assert partitioner._murmur2_words(key) == murmur2(key) & 0xFFFFFFFF
+    assert partitioner._column_partitions(raw, starts, 7) == [
+        partition_for_key(key, 7) for key in keys
+    ]
 
 
 def test_partition_uses_to_positive_not_abs() -> None:
