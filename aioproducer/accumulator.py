@@ -14,7 +14,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -38,6 +38,10 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
+
+# Java's CompressionRatioEstimator steps: an estimate worsens at once, improves slowly.
+_RATIO_WORSE_STEP: Final = 0.05
+_RATIO_BETTER_STEP: Final = 0.005
 HeaderList = Sequence[tuple[str, "bytes | None"]]
 
 
@@ -63,6 +67,7 @@ class ProducerBatch:
         "full",
         "in_flight",
         "last_error",
+        "limit",
         "log_append_time",
         "partition",
         "producer_epoch",
@@ -91,6 +96,10 @@ class ProducerBatch:
         #: drained or finished) instead of once per record.
         self.unsettled = 0
         self.full = False
+        #: Bytes (header and uncompressed records) at which the batch is full: the
+        #: accumulator's fill limit for its topic when it opened (see
+        #: :meth:`Accumulator.fill_limit`).
+        self.limit = 0
         self.done = False
         self.in_flight = False
         self.attempts = 0
@@ -222,8 +231,15 @@ class Accumulator:
         compression_level: int | None,
         budget: MemoryBudget,
         transactional: bool = False,
+        max_batch_bytes: int = 0,
     ) -> None:
         self.batch_size = batch_size
+        #: The most uncompressed bytes a compressed batch may take when its data
+        #: compresses well (``max_request_size``); never below ``batch_size``.
+        self.max_batch_bytes = max(batch_size, max_batch_bytes)
+        #: Per topic: the estimated compressed/uncompressed size ratio of its batches,
+        #: as Java's producer keeps it (see :meth:`observe_compression`).
+        self.ratios: dict[str, float] = {}
         #: Whether batches are marked transactional (a producer with a transactional id).
         self.transactional = transactional
         self.linger = linger
@@ -239,6 +255,8 @@ class Accumulator:
         self.incomplete: dict[ProducerBatch, None] = {}
         #: Whether the batch the latest :meth:`append` went into is full (set by it).
         self.last_batch_full = False
+        #: That batch's :attr:`ProducerBatch.limit` (set by :meth:`append` too).
+        self.last_batch_limit = batch_size
         #: Called with every batch :meth:`append` and :meth:`append_run` open; the intake
         #: sets it to settle other threads' records a batch at a time.
         self.on_new_batch: Callable[[ProducerBatch], None] | None = None
@@ -268,10 +286,7 @@ class Accumulator:
         if (
             batch is None
             or batch.full
-            or (
-                batch.reserved + reserved > self.batch_size
-                and batch.reserved > RECORD_BATCH_OVERHEAD
-            )
+            or (batch.reserved + reserved > batch.limit and batch.reserved > RECORD_BATCH_OVERHEAD)
         ):
             if batch is not None:
                 batch.full = True
@@ -296,11 +311,12 @@ class Accumulator:
         batch.unsettled += reserved - added
         size = batch.reserved + added
         batch.reserved = size
-        if size >= self.batch_size:
+        if size >= batch.limit:
             batch.full = True
             self._settle(batch)
             wake = True
         self.last_batch_full = batch.full
+        self.last_batch_limit = batch.limit
         handle = DeliveryHandle(
             batch,
             index,
@@ -340,7 +356,6 @@ class Accumulator:
         tp = (topic, partition)
         dq = self.batches.get(tp)
         batch = dq[-1] if dq else None
-        batch_size = self.batch_size
         budget = self.budget
         wake = False
         pos = start
@@ -363,11 +378,11 @@ class Accumulator:
                 try:
                     if columnar:
                         count, added = builder.append_columns(
-                            timestamp_ms, keys, values, headers, pos, stop, batch_size
+                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
                         )
                     else:
                         count, added = builder.append_many(
-                            timestamp_ms, keys, values, headers, pos, stop, batch_size
+                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
                         )
                 except BaseException:
                     count = builder.record_count - first
@@ -395,7 +410,7 @@ class Accumulator:
                     added_total += added
                     spans.append((batch, first, count))
                     pos += count
-                if pos < stop or builder.size_in_bytes >= batch_size:
+                if pos < stop or builder.size_in_bytes >= batch.limit:
                     # The next record did not fit (or nothing more can): the batch is done.
                     batch.full = True
                     self._settle(batch)
@@ -406,11 +421,46 @@ class Accumulator:
             budget.release(reserved - added_total)
         return pos - start, added_total, wake
 
+    def fill_limit(self, topic: str) -> int:
+        """The uncompressed bytes at which a new batch of ``topic`` is full.
+
+        ``batch_size`` counts bytes as sent, as in Java's producer: with compression, a
+        batch takes records until their estimated compressed size reaches it (the topic's
+        observed ratio), up to ``max_batch_bytes`` of uncompressed records.
+        """
+        ratio = self.ratios.get(topic, 1.0)
+        if ratio >= 1.0:
+            return self.batch_size
+        return min(self.max_batch_bytes, max(self.batch_size, int(self.batch_size / ratio)))
+
+    def observe_compression(self, topic: str, uncompressed: int, compressed: int) -> None:
+        """Update ``topic``'s compression ratio estimate from one built batch's record
+        bytes: up at once (by at least 0.05) when it compressed worse than estimated,
+        down by at most 0.005 per batch when better, as Java's estimator does, so one
+        well-compressed batch does not make the next ones too large."""
+        if uncompressed <= 0 or self.codec is Codec.NONE:
+            return
+        observed = compressed / uncompressed
+        current = self.ratios.get(topic, 1.0)
+        if observed > current:
+            self.ratios[topic] = max(current + _RATIO_WORSE_STEP, observed)
+        elif observed < current:
+            self.ratios[topic] = max(current - _RATIO_BETTER_STEP, observed)
+
+    def compressed_estimate(self, topic: str, size: int) -> int:
+        """``size`` bytes of ``topic``'s uncompressed batch as their estimated bytes on
+        the wire (the header is not compressed)."""
+        ratio = self.ratios.get(topic, 1.0)
+        if ratio >= 1.0 or size <= RECORD_BATCH_OVERHEAD:
+            return size
+        return RECORD_BATCH_OVERHEAD + int((size - RECORD_BATCH_OVERHEAD) * ratio) + 1
+
     def _new_batch(self, topic: str, partition: int, now: float) -> ProducerBatch:
         builder = RecordBatchBuilder(
             self.codec, self.compression_level, transactional=self.transactional
         )
         batch = ProducerBatch(topic, partition, builder, now, now + self.delivery_timeout)
+        batch.limit = self.fill_limit(topic)
         self.incomplete[batch] = None
         if self.on_new_batch is not None:
             self.on_new_batch(batch)
@@ -469,7 +519,11 @@ class Accumulator:
             batch.unsettled = 0
 
     def split(self, batch: ProducerBatch, max_bytes: int, now: float) -> list[ProducerBatch]:
-        """Split an oversized batch into smaller ones that replace it at its queue's head."""
+        """Split an oversized batch into smaller ones that replace it at its queue's head.
+
+        The topic's compression ratio estimate starts over (at 1.0): the batch was
+        filled on an estimate the broker has just refused."""
+        self.ratios.pop(batch.topic, None)
         children: list[tuple[ProducerBatch, int]] = []
         start = 0
         for builder in batch.builder.split(max_bytes):

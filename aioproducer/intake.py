@@ -524,11 +524,17 @@ class Intake:
         if state is not None:
             produced = state[1] + need
             state[1] = produced
-            if produced >= self._sticky.batch_size:
+            if produced >= acc.last_batch_limit:
                 # Time to consider moving on (on_append decides, from the fullness of
                 # the batch the record went into, the partition's newest).
                 self._sticky.on_append(
-                    topic, part, 0, acc.last_batch_full, info.available, len(info.partitions)
+                    topic,
+                    part,
+                    0,
+                    acc.last_batch_full,
+                    info.available,
+                    len(info.partitions),
+                    acc.last_batch_limit,
                 )
         if wake:
             self._wake_sender()
@@ -582,7 +588,8 @@ class Intake:
             run.appended = sum(span[2] for span in spans)
             bulk.add_spans(spans)
         if sticky and spans:
-            self._sticky.on_append(topic, part, added, spans[-1][0].full, info.available, count)
+            last = spans[-1][0]
+            self._sticky.on_append(topic, part, added, last.full, info.available, count, last.limit)
         if wake:
             self._wake_sender()
         return wake

@@ -287,14 +287,20 @@ class StickyPartitioner:
         batch_full: bool,
         available: Sequence[int],
         num_partitions: int,
+        batch_limit: int = 0,
     ) -> None:
-        """Account ``size`` bytes appended to ``partition``; maybe switch to another one."""
+        """Account ``size`` bytes appended to ``partition``; maybe switch to another one.
+
+        ``batch_limit``: the uncompressed bytes that fill the partition's open batch, when
+        compression lets it hold more than ``batch_size`` (the thresholds scale with it).
+        """
         state = self.states.get(topic)
         if state is None or state[0] != partition:
             return
         state[1] += size
         produced = state[1]
-        if produced >= 2 * self.batch_size or (produced >= self.batch_size and batch_full):
+        limit = max(self.batch_size, batch_limit)
+        if produced >= 2 * limit or (produced >= limit and batch_full):
             state[0] = self._choose(topic, available, num_partitions, partition)
             state[1] = 0
 

@@ -92,6 +92,7 @@ class Producer:
             compression_level=cfg.compression_level,
             budget=self._budget,
             transactional=cfg.transactional_id is not None,
+            max_batch_bytes=cfg.max_request_size,
         )
         self._metrics = Metrics()
         self._cluster = Cluster(cfg, authenticator=_authenticator(cfg))

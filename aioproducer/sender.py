@@ -67,7 +67,7 @@ from .protocol.messages import (
     ProduceResponse,
 )
 from .protocol.primitives import Writer
-from .protocol.records import restamp_producer_state
+from .protocol.records import RECORD_BATCH_OVERHEAD, restamp_producer_state
 from .protocol.versions import ApiKey
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ class _ProduceCall:
         "batches",
         "metrics",
         "node_id",
+        "observe",
         "offload",
         "sent_at",
         "timeout_ms",
@@ -131,8 +132,12 @@ class _ProduceCall:
         offload: int,
         metrics: Metrics,
         transactional_id: str | None = None,
+        observe: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self.node_id = node_id
+        #: Told (topic, uncompressed, compressed record bytes) of each compressed batch
+        #: built here: the accumulator's compression ratio estimate.
+        self.observe = observe
         self.metrics = metrics
         self.acks = acks
         self.timeout_ms = timeout_ms
@@ -158,6 +163,12 @@ class _ProduceCall:
                 else:
                     data = builder.build(*args)
                 batch.built = data
+                if self.observe is not None and builder.codec != Codec.NONE:
+                    self.observe(
+                        batch.topic,
+                        builder.size_in_bytes - RECORD_BATCH_OVERHEAD,
+                        len(data) - RECORD_BATCH_OVERHEAD,
+                    )
             by_topic.setdefault(batch.topic, []).append((batch.partition, data))
         self.topics = list(by_topic.items())
         self.sent_at = time.monotonic()
@@ -488,7 +499,14 @@ class Sender:
             head = self.acc.head(tp)
             if head is None:
                 continue
-            batch_size = head.builder.size_in_bytes
+            # Bytes on the wire: compressed batches count by their built size, or their
+            # estimate, as a request holds them compressed.
+            built = head.built
+            batch_size = (
+                len(built)
+                if built is not None
+                else self.acc.compressed_estimate(tp[0], head.builder.size_in_bytes)
+            )
             if batches and size + batch_size > budget:
                 continue
             batch = self.acc.pop_head(tp)
@@ -510,6 +528,7 @@ class Sender:
             self.config.compression_offload_bytes,
             self.metrics,
             self.config.transactional_id,
+            self.acc.observe_compression,
         )
         self._in_flight_calls += 1
         self.metrics.requests_sent += 1

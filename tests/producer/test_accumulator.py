@@ -294,3 +294,70 @@ def test_a_settled_batch_no_longer_holds_its_records() -> None:
     acc.complete_batch(batch, base_offset=7, log_append_time=-1)
     assert batch.builder.size_in_bytes == RECORD_BATCH_OVERHEAD
     assert handle.result().offset == 7
+
+
+def _lz4_acc(batch_size: int = 1000, max_batch_bytes: int = 100_000) -> Accumulator:
+    return Accumulator(
+        batch_size=batch_size,
+        linger=0.005,
+        delivery_timeout=120.0,
+        codec=Codec.LZ4,
+        compression_level=None,
+        budget=MemoryBudget(1 << 24),
+        max_batch_bytes=max_batch_bytes,
+    )
+
+
+def test_batch_size_counts_estimated_compressed_bytes_as_java_does() -> None:
+    acc = _lz4_acc()
+    assert acc.fill_limit("t") == 1000  # no estimate yet: 1.0
+    acc.observe_compression("t", 10_000, 100)
+    # Better than estimated: down by one small step only.
+    assert acc.ratios["t"] == pytest.approx(0.995)
+    for _ in range(400):
+        acc.observe_compression("t", 10_000, 100)
+    assert acc.ratios["t"] == pytest.approx(0.01)
+    assert acc.fill_limit("t") == 100_000  # 1000 / 0.01, and the cap
+    assert acc.fill_limit("other") == 1000  # per topic
+    assert (
+        acc.compressed_estimate("t", RECORD_BATCH_OVERHEAD + 10_000) < RECORD_BATCH_OVERHEAD + 102
+    )
+    # Worse than estimated: up at once, to at least what was seen.
+    acc.observe_compression("t", 10_000, 5_000)
+    assert acc.ratios["t"] == pytest.approx(0.5)
+    assert acc.fill_limit("t") == 2000
+    acc.observe_compression("t", 10_000, 5_100)
+    assert acc.ratios["t"] == pytest.approx(0.55)  # by the step when it is larger
+
+
+def test_a_batch_opened_on_a_good_ratio_takes_records_beyond_batch_size() -> None:
+    acc = _lz4_acc(batch_size=1000, max_batch_bytes=20_000)
+    value = b"x" * 100
+    need = record_size_bound(None, len(value), None)
+    acc.ratios["t"] = 0.1
+    for _ in range(150):
+        acc.append("t", 0, 0, None, value, None, need)
+    sizes = [b.builder.size_in_bytes for b in acc.batches[("t", 0)]]
+    # 10,000 uncompressed bytes fill a batch whose records compress to about 1,000.
+    assert all(9_000 < s <= 10_000 for s in sizes[:-1]) and len(sizes) == 2
+    # Columns and sequences fill to the same limit.
+    acc2 = _lz4_acc(batch_size=1000, max_batch_bytes=20_000)
+    acc2.ratios["t"] = 0.1
+    spans: list = []
+    acc2.append_run("t", 0, 0, None, [value] * 150, None, 0, 150, need * 150, 0.0, spans)
+    assert [b.builder.size_in_bytes for b, _, _ in spans] == sizes
+
+
+def test_split_and_no_compression_keep_batch_size_as_is() -> None:
+    acc = _lz4_acc()
+    for _ in range(400):
+        acc.observe_compression("t", 10_000, 100)
+    value = b"y" * 100
+    need = record_size_bound(None, len(value), None)
+    acc.append("t", 0, 0, None, value, None, need)
+    batch = acc.batches[("t", 0)][0]
+    acc.split(batch, 1024, 0.0)
+    assert acc.fill_limit("t") == 1000  # the broker refused a batch: start over
+    plain = make_acc()
+    plain.observe_compression("t", 10_000, 100)
+    assert plain.fill_limit("t") == 1000 and plain.ratios == {}
