@@ -38,11 +38,11 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
+HeaderList = Sequence[tuple[str, "bytes | None"]]
 
 # Java's CompressionRatioEstimator steps: an estimate worsens at once, improves slowly.
 _RATIO_WORSE_STEP: Final = 0.05
 _RATIO_BETTER_STEP: Final = 0.005
-HeaderList = Sequence[tuple[str, "bytes | None"]]
 
 
 class ProducerBatch:
@@ -446,6 +446,12 @@ class Accumulator:
             self.ratios[topic] = max(current + _RATIO_WORSE_STEP, observed)
         elif observed < current:
             self.ratios[topic] = max(current - _RATIO_BETTER_STEP, observed)
+
+    def forget_topics(self, topics: Iterable[str]) -> None:
+        """Drop the compression ratio estimates of ``topics``, which left the metadata (a
+        producer writing to ever new topics keeps no estimate per topic it stopped using)."""
+        for topic in topics:
+            self.ratios.pop(topic, None)
 
     def compressed_estimate(self, topic: str, size: int) -> int:
         """``size`` bytes of ``topic``'s uncompressed batch as their estimated bytes on

@@ -601,6 +601,7 @@ class Intake:
     def forget_topics(self, topics: list[str]) -> None:
         """Drop per-topic state of ``topics``, which left the metadata (loop)."""
         self._sticky.forget(topics)
+        self._acc.forget_topics(topics)
 
     def hurry(self, on: bool) -> None:
         """Make batches leave without lingering (``on``), or let them linger again; calls

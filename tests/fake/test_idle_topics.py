@@ -142,3 +142,19 @@ async def test_a_new_topic_after_the_last_one_expired_goes_out_at_once() -> None
             assert producer.metrics()["topics_tracked"] == 1
             assert producer.metrics()["producer_epoch_bumps"] == 1
         assert [r.value for r in fc.records("b", 0)] == [b"second"]
+
+
+async def test_an_expired_topic_leaves_no_compression_estimate_behind() -> None:
+    with FakeCluster(brokers=1) as fc:
+        for name in ("a", "b"):
+            fc.create_topic(name, partitions=1)
+        async with Producer(
+            fc.bootstrap_servers, metadata_max_idle_ms=1000, compression_type="lz4"
+        ) as producer:
+            await (await producer.send("a", b"." * 1000))
+            estimates = producer._acc.ratios  # what the accumulator learned per topic
+            assert set(estimates) == {"a"}
+            await anyio.sleep(1.5)  # "a" idle past metadata_max_idle_ms
+            with anyio.fail_after(10):
+                await (await producer.send("b", b"." * 1000))
+            assert set(estimates) == {"b"}

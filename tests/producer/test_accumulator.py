@@ -361,3 +361,12 @@ def test_split_and_no_compression_keep_batch_size_as_is() -> None:
     plain = make_acc()
     plain.observe_compression("t", 10_000, 100)
     assert plain.fill_limit("t") == 1000 and plain.ratios == {}
+
+
+def test_forgotten_topics_drop_their_compression_estimates() -> None:
+    acc = _lz4_acc()
+    for topic in ("a", "b"):
+        acc.observe_compression(topic, 10_000, 100)
+    acc.forget_topics(["a", "never-seen"])
+    assert set(acc.ratios) == {"b"}
+    assert acc.fill_limit("a") == 1000
