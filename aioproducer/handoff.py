@@ -84,7 +84,7 @@ class BulkEnd(NamedTuple):
     bulk: BulkDelivery
     #: Each appended record's position in the input, when grouping reordered them.
     order: Sequence[int] | None
-    #: The bulk's bytes counted in :attr:`Handoff.bulks_ahead` (set by ``put_runs``).
+    #: The bulk's bytes counted in :attr:`Handoff.bulks_ahead`.
     ahead: int = 0
 
 
@@ -231,22 +231,26 @@ class Handoff(Generic[P]):
                     self._schedule_pump()
         return out
 
-    def put_runs(self, runs: list[ColumnRun], end: BulkEnd) -> None:
+    def put_runs(
+        self, runs: list[ColumnRun], bulk: BulkDelivery, order: Sequence[int] | None
+    ) -> None:
         """Hand a prepared bulk send over, run by run, waiting for space as needed.
 
         It waits first, if earlier bulk sends are still being appended and together with
         this one would exceed :data:`BULK_AHEAD`: the columns of a bulk send handed over
         live until its last run is encoded, so at most about one large bulk's columns are
-        alive beyond ``buffer_memory`` (plus the caller's own).
+        alive beyond ``buffer_memory`` (plus the caller's own). ``order``: as
+        :attr:`BulkEnd.order`.
         """
         total = sum(run.size for run in runs)
+        ahead = 0
         with self.cond:
             try:
                 self._check_open()
                 if self.bulks_ahead and self.bulks_ahead + total > BULK_AHEAD:
                     self._wait_for_bulks(total)
                 self.bulks_ahead += total
-                end = end._replace(ahead=total)
+                ahead = total
                 for run in runs:
                     self._check_open()
                     if self.pending.nbytes + self.budget.used + run.size > self.limit:
@@ -258,7 +262,7 @@ class Handoff(Generic[P]):
             finally:
                 # The end needs no space, so it goes in even when waiting for space failed:
                 # the bulk then completes with what went in.
-                self.pending.entries.append(end)
+                self.pending.entries.append(BulkEnd(bulk, order, ahead))
                 self._schedule_pump()
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
@@ -319,50 +323,47 @@ class Handoff(Generic[P]):
     def _wait_for_bulks(self, total: int) -> None:
         # Called with cond held. The earlier bulks' runs are admitted already: they only
         # need the loop to append them, which ends them (_pump_bulk notifies).
-        deadline = time.monotonic() + self.max_block
         if self.pending.entries:
             self._schedule_pump()
-        while self.bulks_ahead and self.bulks_ahead + total > BULK_AHEAD:
+        self._wait_while(
+            lambda: bool(self.bulks_ahead) and self.bulks_ahead + total > BULK_AHEAD,
+            "earlier bulk sends were not appended",
+        )
+
+    def _wait_for_space(self, need: int) -> None:
+        # Called with cond held. What is pending must move on, and batches must leave
+        # without lingering while someone waits (as the async producer does for waiters).
+        self.space_waiters += 1
+        try:
+            if self.pending.entries:
+                self._schedule_pump()
+            self.runner.call_soon(self._make_urgent)
+            self._wait_while(
+                lambda: self.pending.nbytes + self.budget.used + need > self.limit,
+                f"no room in buffer_memory ({self.limit} bytes) for a {need}-byte record",
+            )
+            self._check_open()
+        finally:
+            self.space_waiters -= 1
+
+    def _wait_while(self, blocked: Callable[[], bool], what: str) -> None:
+        # Called with cond held: wait until not blocked(), at most max_block_ms (then
+        # BufferFullError: "<what> within max_block_ms"). Woken by every completed batch
+        # and appended bulk send; the timeout also covers bytes that free up without one
+        # (records that fail while being taken).
+        deadline = time.monotonic() + self.max_block
+        while blocked():
             self._check_open()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise BufferFullError(
-                    "earlier bulk sends were not appended within max_block_ms "
-                    f"({self.max_block * 1000:.0f} ms)"
+                    f"{what} within max_block_ms ({self.max_block * 1000:.0f} ms)"
                 )
             self.waiting += 1
             try:
                 self.cond.wait(min(remaining, 0.05))
             finally:
                 self.waiting -= 1
-
-    def _wait_for_space(self, need: int) -> None:
-        # Called with cond held. What is pending must move on, and batches must leave
-        # without lingering while someone waits (as the async producer does for waiters).
-        deadline = time.monotonic() + self.max_block
-        self.space_waiters += 1
-        try:
-            if self.pending.entries:
-                self._schedule_pump()
-            self.runner.call_soon(self._make_urgent)
-            while self.pending.nbytes + self.budget.used + need > self.limit:
-                self._check_open()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BufferFullError(
-                        f"no room in buffer_memory ({self.limit} bytes) for a {need}-byte "
-                        f"record within max_block_ms ({self.max_block * 1000:.0f} ms)"
-                    )
-                self.waiting += 1
-                try:
-                    # Woken by every completed batch; the timeout also covers bytes that
-                    # free up without one (records that fail while being taken).
-                    self.cond.wait(min(remaining, 0.05))
-                finally:
-                    self.waiting -= 1
-            self._check_open()
-        finally:
-            self.space_waiters -= 1
 
     # -- the loop ------------------------------------------------------------------------------
 

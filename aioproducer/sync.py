@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
 from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError, TransactionFailedError
-from .handoff import RUNNING, BulkEnd, Engine, Handoff, Pending, Tally
+from .handoff import RUNNING, Engine, Handoff, Pending, Tally
 from .intake import Headers, PreparedRecord, aligned, check_topic, record_timestamp
 from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
@@ -522,7 +522,7 @@ class SyncProducer:
         if span is not None and hook is not None:
             # Registered before the loop sees the bulk: from then on only the loop may.
             hook.bulk_tracked(span, bulk, cols.error)
-        handoff.put_runs(cols.slices(self.config.batch_size, bulk), BulkEnd(bulk, cols.order))
+        handoff.put_runs(cols.slices(self.config.batch_size, bulk), bulk, cols.order)
         return bulk, cols.count, cols.error
 
     def flush(self, timeout: float | None = None) -> None:
