@@ -854,7 +854,6 @@ def _stack(np: Any, sources: list[tuple[Any, Any]]) -> tuple[Any, Any, Any]:
     row_base = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(rows, out=row_base[1:])
     offsets = np.empty(int(row_base[-1]) + 1, dtype=np.int64)
-    offsets[0] = 0
     for j, (off, _data) in enumerate(sources):
         offsets[row_base[j] : row_base[j + 1] + 1] = off - firsts[j] + bases[j]
     data = np.concatenate([d[a:b] for (_off, d), a, b in zip(sources, firsts, lasts, strict=True)])

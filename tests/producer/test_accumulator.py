@@ -11,14 +11,21 @@ from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches, record_size_bound
 
 
-def make_acc(batch_size: int = 1000, linger: float = 0.005, memory: int = 1 << 20) -> Accumulator:
+def make_acc(
+    batch_size: int = 1000,
+    linger: float = 0.005,
+    memory: int = 1 << 20,
+    codec: Codec = Codec.NONE,
+    max_batch_bytes: int = 0,
+) -> Accumulator:
     return Accumulator(
         batch_size=batch_size,
         linger=linger,
         delivery_timeout=120.0,
-        codec=Codec.NONE,
+        codec=codec,
         compression_level=None,
         budget=MemoryBudget(memory),
+        max_batch_bytes=max_batch_bytes,
     )
 
 
@@ -297,15 +304,7 @@ def test_a_settled_batch_no_longer_holds_its_records() -> None:
 
 
 def _lz4_acc(batch_size: int = 1000, max_batch_bytes: int = 100_000) -> Accumulator:
-    return Accumulator(
-        batch_size=batch_size,
-        linger=0.005,
-        delivery_timeout=120.0,
-        codec=Codec.LZ4,
-        compression_level=None,
-        budget=MemoryBudget(1 << 24),
-        max_batch_bytes=max_batch_bytes,
-    )
+    return make_acc(batch_size, memory=1 << 24, codec=Codec.LZ4, max_batch_bytes=max_batch_bytes)
 
 
 def test_batch_size_counts_estimated_compressed_bytes_as_java_does() -> None:
