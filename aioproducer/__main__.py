@@ -1,4 +1,5 @@
-"""``python -m aioproducer demo``: produce a million records and report how it went.
+"""``python -m aioproducer``: ``demo`` produces a million records and reports how it went;
+``info`` says which implementation of the hot path runs.
 
 Without ``--bootstrap-servers`` it starts a local single-node Apache Kafka through
 :mod:`aioproducer.testing` and stops it afterwards (the ``--help`` text says the same
@@ -29,10 +30,24 @@ Maven needed; the broker jars are fetched once) and stops it afterwards.
 """
 
 
+_OVERVIEW = """\
+python -m aioproducer: the aioproducer command line.
+
+commands:
+  demo   produce a million records (to a local broker it starts and stops, or to
+         --bootstrap-servers) and print a delivery summary: throughput, latency,
+         failures
+  info   print the version and whether the per-record hot path runs compiled with
+         mypyc or as pure Python, and why
+
+'python -m aioproducer COMMAND --help' describes a command's options.
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m aioproducer",
-        description=_DESCRIPTION,
+        description=_OVERVIEW,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"aioproducer {__version__}")

@@ -54,6 +54,12 @@ _BOOTSTRAP_BASE = -1000  # node ids used for bootstrap addresses before metadata
 _AUTH_BACKOFF_ATTEMPTS = 32
 # The plain warning about an address that cannot be reached is repeated at most this often.
 _UNREACHABLE_WARN_INTERVAL_S = 30.0
+#: With ``allow_auto_create_topics=False``: how long the metadata must keep answering
+#: UNKNOWN_TOPIC_OR_PARTITION for a topic before ``send()`` gives up on it. Topic creation
+#: reaches the brokers asynchronously, so a topic created a moment ago may look unknown to
+#: one of them for a while (milliseconds, seldom more); re-asked every
+#: ``retry_backoff_ms`` meanwhile.
+MISSING_TOPIC_GRACE_S = 2.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -363,12 +369,20 @@ class Cluster:
         return len(self._topics)
 
     async def wait_for_topic(self, topic: str, timeout: float) -> TopicInfo:
-        """Wait until ``topic`` is in the metadata, up to ``timeout`` seconds."""
+        """Wait until ``topic`` is in the metadata, up to ``timeout`` seconds.
+
+        With ``allow_auto_create_topics=False`` a topic the metadata keeps calling
+        UNKNOWN_TOPIC_OR_PARTITION for :data:`MISSING_TOPIC_GRACE_S` is declared missing
+        at once rather than after the whole ``timeout``: the client will not create it, and
+        a topic just created elsewhere reaches every broker well within that grace.
+        """
         info = self.snapshot.topics.get(topic)
         if info is not None:
             return info
         self.add_topics((topic,))
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
+        unknown_since: float | None = None
         while True:
             if self.fatal_error is not None:
                 raise self.fatal_error
@@ -384,6 +398,13 @@ class Cluster:
             code = self.snapshot.topic_errors.get(topic)
             if code is not None and not error_class_for_code(code).retriable:
                 raise error_for_code(code, f"topic {topic!r}")
+            if code == UnknownTopicOrPartitionError.code and not self.config.allow_auto_create_topics:
+                now = time.monotonic()
+                unknown_since = now if unknown_since is None else unknown_since
+                if now - unknown_since >= MISSING_TOPIC_GRACE_S:
+                    raise self._missing_topic(topic, now - started)
+            elif code is not None:
+                unknown_since = None
             if code is not None:
                 # Not there yet (e.g. being auto-created): ask again after the retry
                 # backoff, as the Java client does; nothing else would refresh before
@@ -394,15 +415,32 @@ class Cluster:
         code = self.snapshot.topic_errors.get(topic)
         ms = timeout * 1000
         if code == UnknownTopicOrPartitionError.code:
-            raise UnknownTopicOrPartitionError(
-                f"topic {topic!r} not present in metadata after {ms:.0f} ms "
-                "(it does not exist and the broker does not create topics automatically)"
-            )
+            raise self._missing_topic(topic, timeout)
         if not self.snapshot.brokers and self.last_error is not None:
             raise KafkaTimeoutError(
                 f"no broker reachable within max_block_ms ({ms:.0f} ms): {self.last_error}"
             )
         raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {ms:.0f} ms")
+
+    def _missing_topic(self, topic: str, waited_s: float) -> UnknownTopicOrPartitionError:
+        """The error for a topic the metadata says does not exist, naming why it was not
+        created: the client setting, or the broker's."""
+        if not self.config.allow_auto_create_topics:
+            why = (
+                "and allow_auto_create_topics=False keeps this producer from having it "
+                "created: create the topic first, or set allow_auto_create_topics=True to "
+                "let a broker with auto.create.topics.enable=true create it"
+            )
+        else:
+            why = (
+                "and the broker did not create it (its auto.create.topics.enable is false): "
+                "create the topic first"
+            )
+        return UnknownTopicOrPartitionError(
+            f"topic {topic!r} does not exist (the metadata still said so after "
+            f"{waited_s * 1000:.0f} ms), {why}",
+            topic=topic,
+        )
 
     async def run(self) -> None:
         """The metadata task: refresh on request (with backoff) and at ``metadata_max_age_ms``."""

@@ -82,7 +82,13 @@ class RecordTooLargeError(KafkaError, ValueError):
 
 
 class BufferFullError(KafkaError):
-    """No room in the producer's buffer (``try_send``) or none freed within ``max_block_ms``."""
+    """No room in the producer's buffer (``try_send``) or none freed within ``max_block_ms``.
+
+    The record was not buffered: sending it again once deliveries have freed room may
+    succeed, hence ``retriable``.
+    """
+
+    retriable = True
 
 
 class InvalidArgumentError(KafkaError, ValueError):
@@ -173,15 +179,26 @@ class TransactionAbortedError(KafkaError):
 
 
 class BrokerResponseError(KafkaError):
-    """An error code returned by a broker. ``code`` is the Kafka error code."""
+    """An error code returned by a broker. ``code`` is the Kafka error code.
+
+    ``message`` says what was refused and why, with the context the client has: the
+    topic and partition, the batch's record count and size, and the limit or the setting
+    involved. ``topic`` and ``partition`` are set when the error concerns one.
+    """
 
     code: int = int(ErrorCode.UNKNOWN_SERVER_ERROR)
     name: str = ErrorCode.UNKNOWN_SERVER_ERROR.name
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(
+        self, message: str | None = None, *, topic: str | None = None, partition: int | None = None
+    ) -> None:
         text = self.name if not message else f"{self.name}: {message}"
         super().__init__(text)
         self.message = message
+        #: The topic the error is about, if it is about one.
+        self.topic = topic
+        #: The partition the error is about, if it is about one.
+        self.partition = partition
 
 
 _BY_CODE: dict[int, type[BrokerResponseError]] = {}
@@ -394,12 +411,15 @@ for _code, _retriable, _doc in [
     _define(_code, _retriable, _doc)
 
 
-def error_for_code(code: int, message: str | None = None) -> BrokerResponseError:
+def error_for_code(
+    code: int, message: str | None = None, *, topic: str | None = None, partition: int | None = None
+) -> BrokerResponseError:
     """Return an exception instance for a non-zero Kafka error ``code``."""
     cls = _BY_CODE.get(code)
     if cls is None:
-        return UnknownServerError(f"error code {code}" + (f": {message}" if message else ""))
-    return cls(message)
+        text = f"error code {code}" + (f": {message}" if message else "")
+        return UnknownServerError(text, topic=topic, partition=partition)
+    return cls(message, topic=topic, partition=partition)
 
 
 def error_class_for_code(code: int) -> type[BrokerResponseError]:

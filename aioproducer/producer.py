@@ -123,12 +123,14 @@ class Producer:
         # unless we say so: the records never reach Kafka and their handles never settle.
         if getattr(self, "_state", None) == _RUNNING:  # __init__ may have raised
             pending = sum(batch.record_count for batch in self._acc.incomplete)
-            _warn(
+            text = (
                 f"{self!r} was never closed: {pending} record(s) not delivered yet may "
-                "never be (use 'async with Producer(...)' or await close())",
-                ResourceWarning,
-                source=self,
+                "never be (use 'async with Producer(...)' or await close())"
             )
+            _warn(text, ResourceWarning, source=self)
+            # Python hides ResourceWarning unless asked (-X dev, -W): the log is seen
+            # by default (logging's last-resort handler prints warnings to stderr).
+            log.warning("%s", text)
 
     def __repr__(self) -> str:
         state = ("new", "running", "closing", "closed")[self._state]

@@ -58,6 +58,7 @@ from .errors import (
 from .errors import ConnectionError as KafkaConnectionError
 from .metrics import Metrics
 from .protocol.compression import Codec
+from .produce_errors import produce_error
 from .protocol.error_codes import ErrorCode
 from .protocol.messages import (
     InitProducerIdRequest,
@@ -622,31 +623,43 @@ class Sender:
                 self._handle_error(batch, code, part, now)
 
     def _handle_error(self, batch: ProducerBatch, code: int, part: Any, now: float) -> None:
-        message = part.error_message
+        said = part.error_message
         if part.record_errors:
             details = "; ".join(f"record {i}: {m}" for i, m in part.record_errors)
-            message = f"{message}; {details}" if message else details
+            said = f"{said}; {details}" if said else details
+        # Every error names the partition, the batch's size and the setting involved.
+        built = batch.built
+        size = len(built) if built is not None else batch.builder.size_in_bytes
+        error = produce_error(
+            code,
+            said,
+            topic=batch.topic,
+            partition=batch.partition,
+            record_count=batch.record_count,
+            size=size,
+            config=self.config,
+        )
         tp = (batch.topic, batch.partition)
         if code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
             self.metrics.batches_split += 1
             self.acc.split(batch, max(1024, batch.builder.size_in_bytes // 2), now)
             if self.idempotent and batch.sequence >= 0:
-                self._sequence_lost(error_for_code(code, message))
+                self._sequence_lost(error)
             return
         if self.idempotent and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             state = self._partitions.get(tp)
             if state is not None and batch.sequence > state.acked_next:
                 # An earlier batch of this partition failed: this one goes again after it.
-                self._retry_or_fail(batch, error_for_code(code, message), now)
+                self._retry_or_fail(batch, error, now)
                 return
             # Either the broker refuses the very next sequence, or it already holds later
             # ones (it took a later batch first): this sequence can never be accepted, so
             # renumber under a bumped epoch rather than retry it forever.
-            self._sequence_lost_retry(batch, error_for_code(code, message), now)
+            self._sequence_lost_retry(batch, error, now)
             return
         if self.idempotent and code == ErrorCode.UNKNOWN_PRODUCER_ID:
             # The broker lost our state (e.g. the log was truncated): start over at 0.
-            self._sequence_lost_retry(batch, error_for_code(code, message), now)
+            self._sequence_lost_retry(batch, error, now)
             return
         if self.idempotent and code in (
             ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -659,22 +672,22 @@ class Sender:
                 # Refused for carrying an epoch we have since left behind: that is the
                 # fence working. Its records are failed, never retried under a newer epoch
                 # (which would write them after records sent since).
-                self._fail(batch, error_for_code(code, message))
+                self._fail(batch, error)
                 return
             # The broker refuses our current epoch: it knows a later one for this id.
             if self.txn is not None:
                 # For a transactional id that is a newer producer holding it: fatal.
-                self._fail(batch, self.txn.fenced(error_for_code(code, message)))
+                self._fail(batch, self.txn.fenced(error))
                 return
             self._need_new_pid = True
-            self._retry_or_fail(batch, error_for_code(code, message), now)
+            self._retry_or_fail(batch, error, now)
             return
         if code in _METADATA_ERRORS:
             self.cluster.request_refresh()
         if error_class_for_code(code).retriable:
-            self._retry_or_fail(batch, error_for_code(code, message), now)
+            self._retry_or_fail(batch, error, now)
         else:
-            self._fail(batch, error_for_code(code, message))
+            self._fail(batch, error)
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if self.idempotent and batch.sequence >= 0:

@@ -1,6 +1,9 @@
-"""Shared by the examples: use the cluster given on the command line, or start a local one.
+"""Shared by the examples: which Kafka cluster to use, or a local one started for the run.
 
-The local broker is a single-node Apache Kafka run by :mod:`aioproducer.testing` (Java 17+
+The cluster is the one given by ``--bootstrap-servers``, else the one in the
+``KAFKA_BOOTSTRAP`` environment variable (as the getting-started guide sets it); only when
+neither is given does an example start its own throwaway broker, and it says so on stderr.
+That broker is a single-node Apache Kafka run by :mod:`aioproducer.testing` (Java 17+
 needed, and Maven the first time, to fetch the broker jars); it is stopped when the example
 ends, even on Ctrl-C.
 """
@@ -9,8 +12,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
+
+#: The environment variable every example (and the guides' snippets) reads.
+ENV_VAR = "KAFKA_BOOTSTRAP"
 
 
 def add_broker_argument(parser: argparse.ArgumentParser) -> None:
@@ -18,19 +25,34 @@ def add_broker_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-servers",
         metavar="HOST:PORT[,...]",
-        help="an existing Kafka cluster (default: start a local broker for this run)",
+        help=(
+            f"an existing Kafka cluster (default: ${ENV_VAR} if set, else a local broker "
+            "started for this run)"
+        ),
     )
+
+
+def configured_servers(bootstrap_servers: str | None = None) -> str | None:
+    """``bootstrap_servers`` if given, else ``$KAFKA_BOOTSTRAP`` if set, else ``None``."""
+    return bootstrap_servers or os.environ.get(ENV_VAR) or None
 
 
 @contextlib.contextmanager
 def kafka(bootstrap_servers: str | None, topic: str, partitions: int = 3) -> Iterator[str]:
-    """Yield ``bootstrap_servers``, or those of a local broker with ``topic`` created."""
-    if bootstrap_servers:
-        yield bootstrap_servers
+    """Yield the cluster to use (see :func:`configured_servers`), or a local broker's
+    address with ``topic`` created when none is configured."""
+    servers = configured_servers(bootstrap_servers)
+    if servers:
+        yield servers
         return
     from aioproducer.testing import KafkaCluster
 
-    print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
+    print(
+        f"no --bootstrap-servers and no ${ENV_VAR}: starting a throwaway local Kafka broker "
+        "for this run ...",
+        file=sys.stderr,
+        flush=True,
+    )
     with KafkaCluster() as cluster:
         cluster.create_topic(topic, partitions)
         print(f"bootstrap servers: {cluster.bootstrap_servers}", file=sys.stderr, flush=True)

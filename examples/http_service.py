@@ -5,7 +5,8 @@
     {"topic":"events","partition":1,"offset":0,"timestamp_ms":1700000000000}
 
     python examples/http_service.py --bootstrap-servers host:9092 --port 8080
-    KAFKA_BOOTSTRAP_SERVERS=host:9092 uvicorn --app-dir examples --factory http_service:create_app
+    KAFKA_BOOTSTRAP=host:9092 python examples/http_service.py   # the same, from the environment
+    KAFKA_BOOTSTRAP=host:9092 uvicorn --app-dir examples --factory http_service:create_app
 
 ``POST /events/{topic}`` sends the body as the record's value, keyed by the ``X-Key``
 header or the ``key`` query parameter, and answers once the broker has acknowledged the
@@ -26,12 +27,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
-from _local import add_broker_argument, kafka
+from _local import add_broker_argument, configured_servers, kafka
 from opentelemetry import propagate, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
@@ -128,12 +128,12 @@ def create_app(
 ) -> Starlette:
     """The ASGI app: one producer, started and closed with the application.
 
-    ``bootstrap_servers`` defaults to ``$KAFKA_BOOTSTRAP_SERVERS`` (or 127.0.0.1:9092);
+    ``bootstrap_servers`` defaults to ``$KAFKA_BOOTSTRAP`` (or 127.0.0.1:9092);
     ``producer_config`` overrides :data:`SERVICE_CONFIG`. Spans go to ``tracer_provider``
     (default: an SDK provider without exporter); metrics to the app's own Prometheus
     registry, served at ``/metrics``.
     """
-    servers = bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    servers = configured_servers(bootstrap_servers) or "127.0.0.1:9092"
     config = {**SERVICE_CONFIG, **producer_config}
     tracing = tracer_provider if tracer_provider is not None else TracerProvider()
 

@@ -1,16 +1,16 @@
 """The smallest useful program: send a few records and print where they landed.
 
-python examples/quickstart.py                          # starts a local broker for it
-python examples/quickstart.py --bootstrap-servers host:9092 --topic events
+    python examples/quickstart.py --bootstrap-servers host:9092 --topic events
+    KAFKA_BOOTSTRAP=host:9092 python examples/quickstart.py   # the same, from the environment
+    python examples/quickstart.py          # neither: starts a throwaway local broker, says so
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Iterator
 
 import anyio
+from _local import add_broker_argument, kafka
 
 from aioproducer import Producer
 
@@ -27,27 +27,16 @@ async def produce(bootstrap_servers: str, topic: str, count: int) -> None:
             print(f"{meta.topic}[{meta.partition}] @ {meta.offset}")
 
 
-@contextlib.contextmanager
-def broker(bootstrap_servers: str | None, topic: str) -> Iterator[str]:
-    """Use the given cluster, or start a local one for the duration of the example."""
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from aioproducer.testing import KafkaCluster
-
-    with KafkaCluster() as cluster:
-        cluster.create_topic(topic, partitions=3)
-        yield cluster.bootstrap_servers
-
-
 def main() -> None:
     """Parse arguments and run the example."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bootstrap-servers")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_broker_argument(parser)
     parser.add_argument("--topic", default="quickstart")
     parser.add_argument("--count", type=int, default=10)
     args = parser.parse_args()
-    with broker(args.bootstrap_servers, args.topic) as servers:
+    with kafka(args.bootstrap_servers, args.topic) as servers:
         anyio.run(produce, servers, args.topic, args.count)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from support import closed_port
+
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import ConsumedRecord, consume_all, topic_end_offsets
 
@@ -25,28 +28,28 @@ if TYPE_CHECKING:
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def test_quickstart_example(kafka: KafkaCluster) -> None:
+def test_quickstart_example_uses_the_broker_in_kafka_bootstrap(kafka: KafkaCluster) -> None:
     kafka.create_topic("quickstart-example", partitions=3)
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLES / "quickstart.py"),
-            "--bootstrap-servers",
-            kafka.bootstrap_servers,
-            "--topic",
-            "quickstart-example",
-            "--count",
-            "6",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_example("quickstart.py", kafka, "--topic", "quickstart-example", "--count", "6")
     assert result.returncode == 0, result.stderr
+    assert "throwaway" not in result.stderr  # the user's broker, not one of its own
     assert len(result.stdout.splitlines()) == 6
     records = consume_all(kafka.bootstrap_servers, "quickstart-example", expected=6)
     assert sorted(r.value for r in records) == sorted(f"hello {i}".encode() for i in range(6))
     assert {r.key for r in records} == {b"user-0", b"user-1", b"user-2"}
+
+
+def test_bootstrap_servers_flag_wins_over_kafka_bootstrap(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = new_topic(1)
+    command = [sys.executable, str(EXAMPLES / "quickstart.py"), "--topic", topic, "--count", "2"]
+    command += ["--bootstrap-servers", kafka.bootstrap_servers]
+    env = {**os.environ, "KAFKA_BOOTSTRAP": f"127.0.0.1:{closed_port()}"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    records = consume_all(kafka.bootstrap_servers, topic, expected=2)
+    assert [r.value for r in records] == [b"hello 0", b"hello 1"]
 
 
 # -- helpers for the example CLIs ----------------------------------------------------------
@@ -55,19 +58,15 @@ def test_quickstart_example(kafka: KafkaCluster) -> None:
 def run_example(
     name: str, kafka: KafkaCluster, *args: str, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``examples/<name>`` against the test broker; stdout and stderr are captured."""
+    """Run ``examples/<name>`` against the test broker, given as a user would after the
+    getting-started guide: in ``KAFKA_BOOTSTRAP``. stdout and stderr are captured."""
     return subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLES / name),
-            "--bootstrap-servers",
-            kafka.bootstrap_servers,
-            *args,
-        ],
+        [sys.executable, str(EXAMPLES / name), *args],
         input=stdin.decode() if stdin is not None else None,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "KAFKA_BOOTSTRAP": kafka.bootstrap_servers},
     )
 
 
@@ -256,10 +255,14 @@ def http_service(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 @pytest.mark.anyio
 async def test_http_service_answers_with_offsets_and_maps_errors(
-    kafka: KafkaCluster, new_topic: NewTopic, http_service: ModuleType
+    kafka: KafkaCluster,
+    new_topic: NewTopic,
+    http_service: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic = new_topic(3)
-    app = http_service.create_app(kafka.bootstrap_servers, max_block_ms=1000)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka.bootstrap_servers)  # as under uvicorn
+    app = http_service.create_app(max_block_ms=1000)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -337,8 +340,10 @@ def test_http_service_runs_under_uvicorn(kafka: KafkaCluster, new_topic: NewTopi
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, str(EXAMPLES / "http_service.py"), "--port", str(port)]
-    command += ["--bootstrap-servers", kafka.bootstrap_servers]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "KAFKA_BOOTSTRAP": kafka.bootstrap_servers}
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     try:
         for _ in range(100):
             try:

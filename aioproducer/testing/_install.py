@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -275,7 +276,6 @@ def _fetch_with_maven(mvn: str, version: str, staging: Path, log_path: Path) -> 
     command = [
         mvn,
         "-B",
-        "--no-transfer-progress",
         "-f",
         str(pom),
         "dependency:copy-dependencies",
@@ -283,26 +283,34 @@ def _fetch_with_maven(mvn: str, version: str, staging: Path, log_path: Path) -> 
         f"-DoutputDirectory={libs}",
         f"-Dkafka.version={version}",
     ]
+    progress = _FetchProgress(version)
     with open(log_path, "wb") as log:
         log.write(("$ " + " ".join(command) + "\n").encode())
         log.flush()
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=staging,
-                timeout=_MAVEN_TIMEOUT,
-                check=False,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise KafkaSetupError(
-                f"Maven did not finish fetching Apache Kafka {version} within "
-                f"{_MAVEN_TIMEOUT:.0f}s; see {log_path}"
-            ) from exc
         except OSError as exc:
             raise KafkaSetupError(f"could not run Maven ({mvn}): {exc}") from exc
+        deadline = time.monotonic() + _MAVEN_TIMEOUT
+        assert proc.stdout is not None
+        for line in proc.stdout:  # Maven's batch mode prints one line per download
+            log.write(line)
+            progress.line(line.decode(errors="replace"))
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise KafkaSetupError(
+                    f"Maven did not finish fetching Apache Kafka {version} within "
+                    f"{_MAVEN_TIMEOUT:.0f}s; see {log_path}"
+                )
+        proc.wait()
+        progress.done()
     if proc.returncode != 0:
         raise KafkaSetupError(
             f"Maven failed (exit code {proc.returncode}) to fetch Apache Kafka {version} "
@@ -314,6 +322,47 @@ def _fetch_with_maven(mvn: str, version: str, staging: Path, log_path: Path) -> 
         raise KafkaSetupError(
             f"Maven finished but {core_jar.name} is missing from {libs}; see {log_path}"
         )
+
+
+# What Maven downloads for the broker the first time (the jars and their poms), to say how
+# far along a fetch is; only an indication, so it need not follow every version exactly.
+_APPROX_DOWNLOAD_MB = 66
+_DOWNLOADED_RE = re.compile(r"Downloaded from \S+: \S+ \(([\d.]+) (B|kB|MB|GB)")
+_UNITS = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
+
+
+class _FetchProgress:
+    """Says on stderr that the broker jars are being downloaded, and how far along."""
+
+    def __init__(self, version: str) -> None:
+        self.megabytes = 0.0
+        self.shown = 0.0
+        self.tty = sys.stderr.isatty()
+        print(
+            f"fetching Apache Kafka {version} with Maven (about {_APPROX_DOWNLOAD_MB} MB, "
+            "once; later runs use the cache) ...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def line(self, text: str) -> None:
+        found = _DOWNLOADED_RE.search(text)
+        if found is None:
+            return
+        self.megabytes += float(found.group(1)) * _UNITS[found.group(2)]
+        # On a terminal one line redrawn in place; in a log a line every 10 MB.
+        if self.tty or self.megabytes - self.shown >= 10:
+            self.shown = self.megabytes
+            end = "\r" if self.tty else "\n"
+            print(
+                f"  downloaded {self.megabytes:5.1f} MB of about {_APPROX_DOWNLOAD_MB} MB",
+                end=end,
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def done(self) -> None:
+        print(f"  downloaded {self.megabytes:5.1f} MB: done", file=sys.stderr, flush=True)
 
 
 def file_tail(path: Path, lines: int) -> str:

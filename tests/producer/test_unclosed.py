@@ -37,9 +37,12 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _run(bootstrap: str, topic: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    bootstrap: str, topic: str, *, warnings: bool = True
+) -> subprocess.CompletedProcess[str]:
+    flags = ["-W", "always"] if warnings else []
     return subprocess.run(
-        [sys.executable, "-W", "always", "-c", _SCRIPT, bootstrap, topic],
+        [sys.executable, *flags, "-c", _SCRIPT, bootstrap, topic],
         capture_output=True,
         text=True,
         timeout=60,
@@ -55,6 +58,18 @@ def test_unclosed_producer_warns_with_the_records_it_drops(
     assert "ResourceWarning" in done.stderr
     assert "was never closed: 3 record(s) not delivered yet may never be" in done.stderr
     assert "never awaited" not in done.stderr
+
+
+def test_unclosed_producer_is_logged_without_any_warnings_flag(
+    kafka: KafkaCluster, new_topic: NewTopic
+) -> None:
+    # Python hides ResourceWarning by default: the aioproducer logger's WARNING is what a
+    # program run plainly shows (logging's last-resort handler, no configuration needed).
+    done = _run(kafka.bootstrap_servers, new_topic(), warnings=False)
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr  # hidden, as Python does by default
+    assert "was never closed: 3 record(s) not delivered yet may never be" in done.stderr
+    assert "async with Producer(...)" in done.stderr
 
 
 def test_unclosed_producer_of_an_unreachable_broker_leaves_no_stray_coroutines() -> None:
