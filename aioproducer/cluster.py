@@ -398,7 +398,10 @@ class Cluster:
             code = self.snapshot.topic_errors.get(topic)
             if code is not None and not error_class_for_code(code).retriable:
                 raise error_for_code(code, f"topic {topic!r}")
-            if code == UnknownTopicOrPartitionError.code and not self.config.allow_auto_create_topics:
+            if (
+                code == UnknownTopicOrPartitionError.code
+                and not self.config.allow_auto_create_topics
+            ):
                 now = time.monotonic()
                 unknown_since = now if unknown_since is None else unknown_since
                 if now - unknown_since >= MISSING_TOPIC_GRACE_S:

@@ -57,8 +57,8 @@ from .errors import (
 )
 from .errors import ConnectionError as KafkaConnectionError
 from .metrics import Metrics
-from .protocol.compression import Codec
 from .produce_errors import produce_error
+from .protocol.compression import Codec
 from .protocol.error_codes import ErrorCode
 from .protocol.messages import (
     InitProducerIdRequest,

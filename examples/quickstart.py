@@ -1,8 +1,8 @@
 """The smallest useful program: send a few records and print where they landed.
 
-    python examples/quickstart.py --bootstrap-servers host:9092 --topic events
-    KAFKA_BOOTSTRAP=host:9092 python examples/quickstart.py   # the same, from the environment
-    python examples/quickstart.py          # neither: starts a throwaway local broker, says so
+python examples/quickstart.py --bootstrap-servers host:9092 --topic events
+KAFKA_BOOTSTRAP=host:9092 python examples/quickstart.py   # the same, from the environment
+python examples/quickstart.py          # neither: starts a throwaway local broker, says so
 """
 
 from __future__ import annotations

@@ -48,7 +48,9 @@ def _tested_blocks() -> list[tuple[str, str, str, str]]:
     for page in PAGES:
         found = _BLOCK.findall(page.read_text(encoding="utf-8"))
         assert found, f"{page.name} has no <!-- tested --> block"
-        blocks += [(f"{page.name}#{n}", kind, code, out) for n, (kind, code, out) in enumerate(found, 1)]
+        blocks += [
+            (f"{page.name}#{n}", kind, code, out) for n, (kind, code, out) in enumerate(found, 1)
+        ]
     return blocks
 
 

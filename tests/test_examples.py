@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-
 from support import closed_port
 
 from aioproducer.testing import KafkaCluster

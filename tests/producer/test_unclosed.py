@@ -37,9 +37,7 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _run(
-    bootstrap: str, topic: str, *, warnings: bool = True
-) -> subprocess.CompletedProcess[str]:
+def _run(bootstrap: str, topic: str, *, warnings: bool = True) -> subprocess.CompletedProcess[str]:
     flags = ["-W", "always"] if warnings else []
     return subprocess.run(
         [sys.executable, *flags, "-c", _SCRIPT, bootstrap, topic],
