@@ -1,11 +1,11 @@
 """An HTTP service that writes each request body to Kafka and answers with its offset.
 
-    python examples/http_service.py                      # starts a local broker, port 8000
+    python examples/http_service.py      # port 8000; Kafka at $KAFKA_BOOTSTRAP, else a
+                                         # throwaway local broker (it says so)
     curl -d 'hello' -H 'X-Key: user-1' localhost:8000/events/events
     {"topic":"events","partition":1,"offset":0,"timestamp_ms":1700000000000}
 
     python examples/http_service.py --bootstrap-servers host:9092 --port 8080
-    KAFKA_BOOTSTRAP=host:9092 python examples/http_service.py   # the same, from the environment
     KAFKA_BOOTSTRAP=host:9092 uvicorn --app-dir examples --factory http_service:create_app
 
 ``POST /events/{topic}`` sends the body as the record's value, keyed by the ``X-Key``

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import httpx
 import pytest
@@ -427,3 +427,47 @@ def test_spark_write_example(kafka: KafkaCluster) -> None:
         assert r.key == f"user-{body['id'] % 1000}".encode()
         assert body["amount"] == body["id"] * 3 % 100
         assert r.headers == (("source", b"spark-example"),)
+
+
+# -- _local.py: which cluster an example uses ------------------------------------------------
+
+
+class _StubCluster:
+    """Stands in for KafkaCluster: records the topic created, starts nothing."""
+
+    bootstrap_servers = "127.0.0.1:1"
+    created: ClassVar[list[tuple[str, int]]] = []
+
+    def __enter__(self) -> _StubCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.created.append((name, partitions))
+
+
+def test_examples_start_a_throwaway_broker_only_without_flag_or_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import aioproducer.testing
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    local = importlib.import_module("_local")
+    monkeypatch.setattr(aioproducer.testing, "KafkaCluster", _StubCluster)
+    _StubCluster.created = []
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "kafka.example:9092")
+    with local.kafka(None, "t") as servers:
+        assert servers == "kafka.example:9092"
+    with local.kafka("flag.example:9092", "t") as servers:
+        assert servers == "flag.example:9092"
+    assert capsys.readouterr().err == "" and _StubCluster.created == []
+
+    monkeypatch.delenv("KAFKA_BOOTSTRAP")
+    with local.kafka(None, "t", partitions=2) as servers:
+        assert servers == "127.0.0.1:1"
+    err = capsys.readouterr().err
+    assert "no --bootstrap-servers and no $KAFKA_BOOTSTRAP: starting a throwaway" in err
+    assert _StubCluster.created == [("t", 2)]
