@@ -423,7 +423,9 @@ class Cluster:
             raise KafkaTimeoutError(
                 f"no broker reachable within max_block_ms ({ms:.0f} ms): {self.last_error}"
             )
-        raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {ms:.0f} ms")
+        raise KafkaTimeoutError(
+            f"topic {topic!r} not present in metadata after {ms:.0f} ms (max_block_ms)"
+        )
 
     def _missing_topic(self, topic: str, waited_s: float) -> UnknownTopicOrPartitionError:
         """The error for a topic the metadata says does not exist, naming why it was not
