@@ -39,6 +39,7 @@ from .errors import (
     error_class_for_code,
     error_for_code,
 )
+from .protocol.error_codes import ErrorCode
 from .protocol.messages import MetadataRequest, MetadataResponse
 
 if sys.version_info < (3, 11):  # anyio depends on the backport there
@@ -60,6 +61,13 @@ _UNREACHABLE_WARN_INTERVAL_S = 30.0
 #: one of them for a while (milliseconds, seldom more); re-asked every
 #: ``retry_backoff_ms`` meanwhile.
 MISSING_TOPIC_GRACE_S = 2.0
+# What a topic's error in a Metadata answer means for this client, for its message.
+_TOPIC_ERROR_HINTS = {
+    int(ErrorCode.TOPIC_AUTHORIZATION_FAILED): (
+        ": this client's principal may not use it; grant it DESCRIBE and WRITE on the topic"
+    ),
+    int(ErrorCode.INVALID_TOPIC_EXCEPTION): ": the broker refuses this topic name",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -397,7 +405,8 @@ class Cluster:
                 return info
             code = self.snapshot.topic_errors.get(topic)
             if code is not None and not error_class_for_code(code).retriable:
-                raise error_for_code(code, f"topic {topic!r}")
+                hint = _TOPIC_ERROR_HINTS.get(code, "")
+                raise error_for_code(code, f"topic {topic!r}{hint}", topic=topic)
             if (
                 code == UnknownTopicOrPartitionError.code
                 and not self.config.allow_auto_create_topics

@@ -195,3 +195,17 @@ async def test_other_refusals_name_the_partition_and_batch() -> None:
             with pytest.raises(BrokerResponseError) as caught:
                 await handle
     assert str(caught.value).startswith("POLICY_VIOLATION: t-0: a batch of 1 record, ")
+
+
+async def test_a_topic_the_metadata_refuses_names_the_acl() -> None:
+    with FakeCluster() as fc:
+        fc.create_topic("secret")
+        fc.inject_error("metadata", ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic="secret")
+        async with Producer(fc.bootstrap_servers, max_block_ms=5000) as producer:
+            with pytest.raises(TopicAuthorizationFailedError) as caught:
+                await producer.send("secret", b"v")
+    assert str(caught.value) == (
+        "TOPIC_AUTHORIZATION_FAILED: topic 'secret': this client's principal may not use "
+        "it; grant it DESCRIBE and WRITE on the topic"
+    )
+    assert caught.value.topic == "secret"
