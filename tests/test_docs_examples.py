@@ -125,3 +125,23 @@ def test_async_guide_names_every_setting() -> None:
     derived = {name for name, f in ProducerConfig.__dataclass_fields__.items() if not f.init}
     missing = sorted(fields - derived - named)
     assert not missing, f"docs/async.md's Configuration section does not name {missing}"
+
+
+def test_errors_guide_table_names_every_client_side_error() -> None:
+    import aioproducer.errors as errors
+
+    page = (DOCS / "errors.md").read_text(encoding="utf-8")
+    table = page.split("## The hierarchy", 1)[1].split("## Handling each kind", 1)[0]
+    named = set(re.findall(r"`(\w+)`", table))
+    classes = [getattr(errors, name) for name in errors.__all__]
+    # Broker errors are covered by their rows by code and retriability; every other
+    # error class is named in the table.
+    missing = [
+        cls.__name__
+        for cls in classes
+        if isinstance(cls, type)
+        and issubclass(cls, errors.KafkaError)
+        and not issubclass(cls, errors.BrokerResponseError)
+        and cls.__name__ not in named
+    ]
+    assert not missing, f"docs/errors.md's table does not name {missing}"
