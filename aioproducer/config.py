@@ -30,6 +30,7 @@ Serializer = Callable[[str, Any], "bytes | bytearray | memoryview | str | None"]
 Partitioner = Callable[[str, "bytes | None", Sequence[int], Sequence[int]], int]
 
 _INT32_MAX = 2**31 - 1
+_DEFAULT_MAX_REQUEST_SIZE = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class ProducerConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     max_in_flight_requests_per_connection: int = 5
-    max_request_size: int = 1024 * 1024
+    max_request_size: int = _DEFAULT_MAX_REQUEST_SIZE
     compression_type: str = "none"
     compression_level: int | None = None
     #: Batches at least this large (uncompressed bytes) are compressed in a worker thread.
@@ -93,8 +94,8 @@ class ProducerConfig:
     #: the one the standard AWS configuration names (``AWS_REGION``, the profile).
     sasl_aws_region: str | None = None
     #: For ``sasl_mechanism="AWS_MSK_IAM"``: a callable (plain or async) returning
-    #: :class:`~aioproducer.aws.AwsCredentials`, called at every authentication; by
-    #: default botocore's standard provider chain (see :mod:`aioproducer.aws`).
+    #: ``aioproducer.aws.AwsCredentials``, called at every authentication; by
+    #: default botocore's standard provider chain (see ``aioproducer.aws``).
     sasl_aws_credentials_provider: AwsCredentialsProvider | None = field(default=None, repr=False)
     #: Makes the producer transactional (see ``Producer.begin_transaction``); producers
     #: with the same id fence each other. Needs idempotence and ``acks="all"``.
@@ -170,6 +171,7 @@ class ProducerConfig:
             1000,
         )
         _check_int("max_request_size", self.max_request_size, 1024, _INT32_MAX)
+        self._check_event_hubs()
         _check_int("compression_offload_bytes", self.compression_offload_bytes, 0, 2**62)
         _check_int("metadata_max_age_ms", self.metadata_max_age_ms, 0, _INT32_MAX)
         _check_int("metadata_max_idle_ms", self.metadata_max_idle_ms, 1000, _INT32_MAX)
@@ -292,6 +294,21 @@ class ProducerConfig:
                 f"{self.security_protocol}; use SASL_PLAINTEXT or SASL_SSL"
             )
         self._check_aws()
+
+    def _check_event_hubs(self) -> None:
+        """Azure Event Hubs refuses requests above 1,046,528 bytes: a producer of one of its
+        namespaces gets that limit instead of the default, and may not set a higher one."""
+        from .eventhubs import EVENT_HUBS_MAX_REQUEST_SIZE, is_event_hubs_host
+
+        if not any(is_event_hubs_host(host) for host, _port in self.bootstrap_list):
+            return
+        if self.max_request_size == _DEFAULT_MAX_REQUEST_SIZE:
+            object.__setattr__(self, "max_request_size", EVENT_HUBS_MAX_REQUEST_SIZE)
+        elif self.max_request_size > EVENT_HUBS_MAX_REQUEST_SIZE:
+            raise ConfigError(
+                f"max_request_size={self.max_request_size} is above Azure Event Hubs' limit "
+                f"of {EVENT_HUBS_MAX_REQUEST_SIZE} bytes per request; set at most that"
+            )
 
     def _check_aws(self) -> None:
         """The AWS_MSK_IAM settings: set only with that mechanism; the region resolved now
