@@ -190,6 +190,17 @@ async def _steady_load(producer: Producer, seconds: float) -> list[bytes]:
     return sent
 
 
+def _iam_producer(fake: FakeCluster, provider: Any, **config: Any) -> Producer:
+    return Producer(
+        fake.bootstrap_servers,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="AWS_MSK_IAM",
+        sasl_aws_region=REGION,
+        sasl_aws_credentials_provider=provider,
+        **config,
+    )
+
+
 async def test_aws_msk_iam_reauthenticates_under_load_keeping_every_record(
     msk_fake: FakeCluster,
 ) -> None:
@@ -202,14 +213,7 @@ async def test_aws_msk_iam_reauthenticates_under_load_keeping_every_record(
         calls.append(key)
         return AwsCredentials(key, KEYS[key], "session-token/abc+=")
 
-    async with Producer(
-        msk_fake.bootstrap_servers,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="AWS_MSK_IAM",
-        sasl_aws_region=REGION,
-        sasl_aws_credentials_provider=provider,
-        linger_ms=2,
-    ) as producer:
+    async with _iam_producer(msk_fake, provider, linger_ms=2) as producer:
         sent = await _steady_load(producer, 3.0)
     assert [r.value for r in msk_fake.records("iam", 0)] == sent
     accepted = msk_fake.authentications()
@@ -227,14 +231,7 @@ async def test_a_bad_signature_is_an_authentication_error(msk_fake: FakeCluster)
         return AwsCredentials("AKIAEXAMPLEONE000001", "not the secret")
 
     with pytest.raises(AuthenticationError, match=r"AKIAEXAMPLEONE000001.*signature mismatch"):
-        async with Producer(
-            msk_fake.bootstrap_servers,
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="AWS_MSK_IAM",
-            sasl_aws_region=REGION,
-            sasl_aws_credentials_provider=provider,
-            max_block_ms=3000,
-        ) as producer:
+        async with _iam_producer(msk_fake, provider, max_block_ms=3000) as producer:
             await (await producer.send("iam", b"x"))
     assert msk_fake.authentications() == []
 
