@@ -33,13 +33,14 @@ from typing import Any
 import anyio.to_thread
 
 from .__about__ import __version__
-from .errors import ConfigError
+from .errors import AuthenticationError, ConfigError, KafkaError
 from .oauth import OAuthToken
 
 __all__ = [
     "AwsCredentials",
     "AwsCredentialsProvider",
     "botocore_credentials",
+    "current_credentials",
     "default_region",
     "msk_iam_payload",
     "msk_iam_token_provider",
@@ -182,7 +183,7 @@ def botocore_credentials(profile: str | None = None) -> AwsCredentialsProvider:
     def fetch() -> AwsCredentials:
         found = session.get_credentials()
         if found is None:
-            raise ConfigError(
+            raise AuthenticationError(
                 "AWS_MSK_IAM: no AWS credentials found by the standard provider chain "
                 "(environment, config files, SSO, container or instance role)"
             )
@@ -196,12 +197,21 @@ def botocore_credentials(profile: str | None = None) -> AwsCredentialsProvider:
 
 
 async def current_credentials(provider: AwsCredentialsProvider) -> AwsCredentials:
-    """Call ``provider``, awaiting it if it is async, and check what it returned."""
-    result = provider()
-    if inspect.isawaitable(result):
-        result = await result
+    """Call ``provider``, awaiting it if it is async; any failure of it, or a result that
+    is not :class:`AwsCredentials`, is an
+    :class:`~aioproducer.errors.AuthenticationError`."""
+    try:
+        result = provider()
+        if inspect.isawaitable(result):
+            result = await result
+    except KafkaError:
+        raise
+    except Exception as exc:
+        raise AuthenticationError(
+            f"the AWS credentials provider failed: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(result, AwsCredentials):
-        raise TypeError(
+        raise AuthenticationError(
             f"an AWS credentials provider must return AwsCredentials, not {type(result).__name__}"
         )
     return result

@@ -236,6 +236,17 @@ async def test_a_bad_signature_is_an_authentication_error(msk_fake: FakeCluster)
     assert msk_fake.authentications() == []
 
 
+async def test_a_failing_credentials_provider_is_an_authentication_error(
+    msk_fake: FakeCluster,
+) -> None:
+    def provider() -> AwsCredentials:
+        raise RuntimeError("instance metadata unreachable")
+
+    with pytest.raises(AuthenticationError, match=r"credentials provider failed.*unreachable"):
+        async with _iam_producer(msk_fake, provider, max_block_ms=3000) as producer:
+            await (await producer.send("iam", b"x"))
+
+
 def test_aws_settings_are_checked_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
