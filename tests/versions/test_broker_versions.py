@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from kafka.partitioner.default import murmur2
 
@@ -74,11 +75,14 @@ def _new_topic(cluster: KafkaCluster, tag: str) -> str:
     return name
 
 
+Row = tuple[str, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+
+
 def _read(
-    cluster: KafkaCluster, topic: str, isolation: str, timeout: float = 30.0
-) -> list[tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]:
-    """Every record of ``topic`` as (partition, offset, key, value, headers), read by
-    librdkafka with ``isolation.level`` set explicitly, up to each partition's end."""
+    cluster: KafkaCluster, topics: list[str], isolation: str, timeout: float = 30.0
+) -> list[Row]:
+    """Every record of ``topics`` as (topic, partition, offset, key, value, headers), read
+    by librdkafka with ``isolation.level`` set explicitly, up to each partition's end."""
     import confluent_kafka as ck
 
     consumer = ck.Consumer(
@@ -91,35 +95,28 @@ def _read(
             "check.crcs": True,
         }
     )
-    out = []
+    out: list[Row] = []
+    wanted = {(t, p) for t in topics for p in range(PARTITIONS)}
     try:
-        consumer.assign(
-            [ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(PARTITIONS)]
-        )
-        at_end: set[int] = set()
+        consumer.assign([ck.TopicPartition(t, p, ck.OFFSET_BEGINNING) for t, p in wanted])
+        at_end: set[tuple[str, int]] = set()
         deadline = time.monotonic() + timeout
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, f"{topic}: partitions {at_end} reached the end"
+        while at_end != wanted:
+            assert time.monotonic() < deadline, f"only {sorted(at_end)} reached their end"
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                where = (msg.topic(), msg.partition())
                 err = msg.error()
                 if err is not None:
                     if err.code() == ck.KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
+                        at_end.add(where)
                         continue
                     raise AssertionError(f"consumer error: {err}")
-                at_end.discard(msg.partition())
-                out.append(
-                    (
-                        msg.partition(),
-                        msg.offset(),
-                        msg.key(),
-                        msg.value(),
-                        tuple(msg.headers() or ()),
-                    )
-                )
+                at_end.discard(where)
+                headers = tuple(msg.headers() or ())
+                out.append((*where, msg.offset(), msg.key(), msg.value(), headers))
     finally:
         consumer.close()
-    out.sort(key=lambda r: (r[0], r[1]))
+    out.sort(key=lambda r: (r[0], r[1], r[2]))
     return out
 
 
@@ -128,42 +125,54 @@ def _java_partition(key: bytes) -> int:
     return int((murmur2(key) & 0x7FFFFFFF) % PARTITIONS)
 
 
-@pytest.mark.parametrize("codec", CODECS)
-async def test_every_codec_with_idempotence_reads_back(versioned: KafkaCluster, codec: str) -> None:
-    topic = _new_topic(versioned, codec)
-    sent: dict[bytes, tuple[int, int, bytes | None, tuple[tuple[str, bytes | None], ...]]] = {}
-    async with Producer(
-        versioned.bootstrap_servers,
-        enable_idempotence=True,
-        compression_type=codec,
-        linger_ms=20,
-    ) as producer:
-        handles = []
-        for i in range(KEYED + KEYLESS):
-            keyed = i < KEYED
-            key = f"key-{i % 7}".encode() if keyed else None
-            # Compressible values, so the codec actually shrinks a batch.
-            value = f"{codec}-{i:04d}-".encode() + b"abcdefgh" * 20
-            headers = [("n", str(i).encode()), ("codec", codec.encode()), ("empty", None)]
-            handles.append((key, value, headers, await producer.send(topic, value, key, headers)))
-        await producer.flush()
-        for key, value, headers, handle in handles:
-            meta = await handle
-            assert meta.topic == topic
-            sent[value] = (meta.partition, meta.offset, key, tuple(headers))
-            if key is not None:
-                assert meta.partition == _java_partition(key), (key, meta.partition)
+async def test_every_codec_with_idempotence_reads_back(versioned: KafkaCluster) -> None:
+    """One idempotent producer per codec, all at once, each to a topic of its own."""
+    topics = {codec: _new_topic(versioned, codec) for codec in CODECS}
+    # value -> (topic, partition, offset, key, headers), as the producers reported them.
+    sent: dict[bytes, tuple[str, int, int, bytes | None, tuple[tuple[str, bytes | None], ...]]]
+    sent = {}
 
-    got = _read(versioned, topic, "read_committed")
-    assert len(got) == len(sent), f"{versioned.version}/{codec}: {len(got)} of {len(sent)}"
-    for partition, offset, key, value, headers in got:
-        assert value in sent, value
-        assert sent[value] == (partition, offset, key, headers), (versioned.version, codec, value)
-    # Records of one partition come back in the order they were sent.
-    for p in range(PARTITIONS):
-        values = [r[3] for r in got if r[0] == p]
-        order = [v for v in sent if sent[v][0] == p]
-        assert values == order
+    async def produce(codec: str) -> None:
+        topic = topics[codec]
+        async with Producer(
+            versioned.bootstrap_servers,
+            enable_idempotence=True,
+            compression_type=codec,
+            linger_ms=20,
+        ) as producer:
+            handles = []
+            for i in range(KEYED + KEYLESS):
+                key = f"key-{i % 7}".encode() if i < KEYED else None
+                # Compressible values, so the codec actually shrinks a batch.
+                value = f"{codec}-{i:04d}-".encode() + b"abcdefgh" * 20
+                headers = [("n", str(i).encode()), ("codec", codec.encode()), ("empty", None)]
+                handles.append(
+                    (key, value, headers, await producer.send(topic, value, key, headers))
+                )
+            await producer.flush()
+            for key, value, headers, handle in handles:
+                meta = await handle
+                assert meta.topic == topic
+                sent[value] = (topic, meta.partition, meta.offset, key, tuple(headers))
+                if key is not None:
+                    assert meta.partition == _java_partition(key), (codec, key, meta.partition)
+
+    async with anyio.create_task_group() as group:
+        for codec in CODECS:
+            group.start_soon(produce, codec)
+
+    got = _read(versioned, list(topics.values()), "read_committed")
+    for codec, topic in topics.items():
+        rows = [r for r in got if r[0] == topic]
+        assert len(rows) == KEYED + KEYLESS, f"{codec}: read {len(rows)} records"
+        for _topic, partition, offset, key, value, headers in rows:
+            assert value in sent, (codec, value)
+            assert sent[value] == (topic, partition, offset, key, headers), (codec, value)
+        # Records of one partition come back in the order they were sent.
+        for p in range(PARTITIONS):
+            values = [r[4] for r in rows if r[1] == p]
+            order = [v for v, s in sent.items() if s[0] == topic and s[1] == p]
+            assert values == order, (codec, p)
 
 
 async def test_committed_and_aborted_transactions(versioned: KafkaCluster) -> None:
@@ -195,18 +204,18 @@ async def test_committed_and_aborted_transactions(versioned: KafkaCluster) -> No
     for h in aborted:
         await h  # written to the log before the abort marker
 
-    visible = _read(versioned, topic, "read_committed")
-    assert [(r[0], r[1], r[3]) for r in visible] == sorted(
+    visible = _read(versioned, [topic], "read_committed")
+    assert [(r[1], r[2], r[4]) for r in visible] == sorted(
         (m.partition, m.offset, f"commit-{i}".encode()) for i, m in enumerate(metas)
     ), f"read_committed on {versioned.version}, finalized features {features}"
-    for partition, _offset, key, value, headers in visible:
+    for _topic, partition, _offset, key, value, headers in visible:
         assert value is not None
         if key is not None:
             assert partition == _java_partition(key)
             assert headers == (("t", b"c"),)
     # The aborted records did reach the log: only the isolation level hides them.
-    everything = _read(versioned, topic, "read_uncommitted")
-    assert sorted(r[3] for r in everything if r[3] and r[3].startswith(b"abort-")) == sorted(
+    everything = _read(versioned, [topic], "read_uncommitted")
+    assert sorted(r[4] for r in everything if r[4] and r[4].startswith(b"abort-")) == sorted(
         f"abort-{i}".encode() for i in range(12)
     )
 
