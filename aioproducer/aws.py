@@ -7,7 +7,7 @@
   default :func:`botocore_credentials`: the standard AWS provider chain (environment,
   shared config and credentials files, SSO, web identity, container and instance roles),
   which refreshes temporary credentials before they expire. Needs the ``aws`` extra
-  (``pip install "aioproducer[aws]"``).
+  (``botocore`` and ``aws-msk-iam-sasl-signer-python``).
 * ``sasl_mechanism="OAUTHBEARER"`` with :func:`msk_iam_token_provider`: a token made by
   AWS's own signer library (``aws-msk-iam-sasl-signer-python``, also in the ``aws``
   extra).
@@ -53,7 +53,10 @@ _ALGORITHM = "AWS4-HMAC-SHA256"
 _EXPIRES = "900"
 _PAYLOAD_VERSION = "2020_10_22"
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-_EXTRA_HINT = 'install the aws extra: pip install "aioproducer[aws]"'
+_EXTRA_HINT = (
+    "install the aws extra (botocore and aws-msk-iam-sasl-signer-python): "
+    "pip install '.[aws]' in a checkout, or the wheel with [aws]"
+)
 
 
 @dataclass(frozen=True)

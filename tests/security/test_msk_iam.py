@@ -20,6 +20,7 @@ import datetime
 import importlib
 import itertools
 import json
+import sys
 import time
 import types
 import urllib.parse
@@ -339,3 +340,27 @@ async def test_token_provider_over_oauthbearer_reauthenticates_under_load(aws_en
     connections = [a.connection for a in accepted]
     assert max(connections.count(c) for c in set(connections)) >= 3, accepted
     assert {a.principal for a in accepted} == {"AKIAEXAMPLEONE000001"}
+
+
+def test_without_the_aws_extra_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("botocore", "botocore.session", "aws_msk_iam_sasl_signer"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(ConfigError, match=r"AWS_MSK_IAM needs botocore.*aws extra"):
+        Producer(
+            "h:9098",
+            security_protocol="SASL_SSL",
+            sasl_mechanism="AWS_MSK_IAM",
+            sasl_aws_region=REGION,
+        )
+    # Credentials of one's own need no botocore.
+    Producer(
+        "h:9098",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="AWS_MSK_IAM",
+        sasl_aws_region=REGION,
+        sasl_aws_credentials_provider=lambda: AwsCredentials("AKIAEXAMPLEONE000001", "s"),
+    )
+    with pytest.raises(ConfigError, match="aws-msk-iam-sasl-signer-python"):
+        msk_iam_token_provider(REGION)
