@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml setup.py aioproducer/speedups.py $(HOT_SOURCES)
 	$(PY) -m pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
+# Every Apache Kafka release the test suite runs (tests/versions/ names the same list): each
+# is fetched once with Maven into ~/.cache/aioproducer (~50 s a version on a fresh machine).
+KAFKA_VERSIONS := 3.3.2 3.6.2 3.9.1 4.0.1 4.3.1 4.4.0
+
 kafka-fetch: $(STAMP)
 	$(PY) -m aioproducer.testing.kafka fetch
+	for v in $(KAFKA_VERSIONS); do $(PY) -m aioproducer.testing.kafka fetch --kafka-version $$v || exit 1; done
 
 demo: $(STAMP) kafka-fetch
 	$(PY) -m aioproducer demo

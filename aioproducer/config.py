@@ -12,11 +12,14 @@ import difflib
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError
 from .oauth import TokenProvider
 from .protocol.compression import Codec, codec_from_name, validate_level
+
+if TYPE_CHECKING:
+    from .aws import AwsCredentialsProvider
 
 __all__ = ["Acks", "Partitioner", "ProducerConfig", "Serializer"]
 
@@ -27,6 +30,7 @@ Serializer = Callable[[str, Any], "bytes | bytearray | memoryview | str | None"]
 Partitioner = Callable[[str, "bytes | None", Sequence[int], Sequence[int]], int]
 
 _INT32_MAX = 2**31 - 1
+_DEFAULT_MAX_REQUEST_SIZE = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class ProducerConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     max_in_flight_requests_per_connection: int = 5
-    max_request_size: int = 1024 * 1024
+    max_request_size: int = _DEFAULT_MAX_REQUEST_SIZE
     compression_type: str = "none"
     compression_level: int | None = None
     #: Batches at least this large (uncompressed bytes) are compressed in a worker thread.
@@ -77,13 +81,22 @@ class ProducerConfig:
     partitioner_availability_timeout_ms: int = 0
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM"] | None
+    ) = None
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     #: For ``sasl_mechanism="OAUTHBEARER"``: a callable (plain or async) returning an
     #: :class:`~aioproducer.oauth.OAuthToken` or a ``(token, expires_at)`` pair; see
     #: :mod:`aioproducer.oauth`.
     sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+    #: For ``sasl_mechanism="AWS_MSK_IAM"``: the AWS region of the MSK cluster; by default
+    #: the one the standard AWS configuration names (``AWS_REGION``, the profile).
+    sasl_aws_region: str | None = None
+    #: For ``sasl_mechanism="AWS_MSK_IAM"``: a callable (plain or async) returning
+    #: ``aioproducer.aws.AwsCredentials``, called at every authentication; by
+    #: default botocore's standard provider chain (see ``aioproducer.aws``).
+    sasl_aws_credentials_provider: AwsCredentialsProvider | None = field(default=None, repr=False)
     #: Makes the producer transactional (see ``Producer.begin_transaction``); producers
     #: with the same id fence each other. Needs idempotence and ``acks="all"``.
     transactional_id: str | None = None
@@ -158,6 +171,7 @@ class ProducerConfig:
             1000,
         )
         _check_int("max_request_size", self.max_request_size, 1024, _INT32_MAX)
+        self._check_event_hubs()
         _check_int("compression_offload_bytes", self.compression_offload_bytes, 0, 2**62)
         _check_int("metadata_max_age_ms", self.metadata_max_age_ms, 0, _INT32_MAX)
         _check_int("metadata_max_idle_ms", self.metadata_max_idle_ms, 1000, _INT32_MAX)
@@ -227,7 +241,7 @@ class ProducerConfig:
             )
         if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
             raise ConfigError("ssl_context must be an ssl.SSLContext or None")
-        mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+        mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
         provider = self.sasl_oauth_token_provider
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism not in mechanisms:
@@ -250,6 +264,17 @@ class ProducerConfig:
                         "sasl_username and sasl_password are not used with OAUTHBEARER "
                         "(the token provider authenticates); leave them unset"
                     )
+            elif self.sasl_mechanism == "AWS_MSK_IAM":
+                if provider is not None:
+                    raise ConfigError(
+                        "sasl_oauth_token_provider is only used with "
+                        "sasl_mechanism='OAUTHBEARER', not 'AWS_MSK_IAM'"
+                    )
+                if self.sasl_username is not None or self.sasl_password is not None:
+                    raise ConfigError(
+                        "sasl_username and sasl_password are not used with AWS_MSK_IAM "
+                        "(AWS credentials sign each authentication); leave them unset"
+                    )
             else:
                 if provider is not None:
                     raise ConfigError(
@@ -268,6 +293,57 @@ class ProducerConfig:
                 "sasl_mechanism is set but security_protocol is "
                 f"{self.security_protocol}; use SASL_PLAINTEXT or SASL_SSL"
             )
+        self._check_aws()
+
+    def _check_event_hubs(self) -> None:
+        """Azure Event Hubs refuses requests above 1,046,528 bytes: a producer of one of its
+        namespaces gets that limit instead of the default, and may not set a higher one."""
+        from .eventhubs import EVENT_HUBS_MAX_REQUEST_SIZE, is_event_hubs_host
+
+        if not any(is_event_hubs_host(host) for host, _port in self.bootstrap_list):
+            return
+        if self.max_request_size == _DEFAULT_MAX_REQUEST_SIZE:
+            object.__setattr__(self, "max_request_size", EVENT_HUBS_MAX_REQUEST_SIZE)
+        elif self.max_request_size > EVENT_HUBS_MAX_REQUEST_SIZE:
+            raise ConfigError(
+                f"max_request_size={self.max_request_size} is above Azure Event Hubs' limit "
+                f"of {EVENT_HUBS_MAX_REQUEST_SIZE} bytes per request; set at most that"
+            )
+
+    def _check_aws(self) -> None:
+        """The AWS_MSK_IAM settings: set only with that mechanism; the region resolved now
+        (from the AWS configuration if not given), so a missing one fails here."""
+        aws_set = self.sasl_aws_region is not None or self.sasl_aws_credentials_provider is not None
+        if self.sasl_mechanism != "AWS_MSK_IAM":
+            if aws_set:
+                raise ConfigError(
+                    "sasl_aws_region and sasl_aws_credentials_provider are only used with "
+                    f"sasl_mechanism='AWS_MSK_IAM', not {self.sasl_mechanism!r}"
+                )
+            return
+        provider = self.sasl_aws_credentials_provider
+        if provider is not None and not callable(provider):
+            raise ConfigError(
+                "sasl_aws_credentials_provider must be callable (returning AwsCredentials), "
+                f"got {type(provider).__name__}"
+            )
+        region = self.sasl_aws_region
+        if region is not None and (not isinstance(region, str) or not region):
+            raise ConfigError(f"sasl_aws_region must be a non-empty string, got {region!r}")
+        from .aws import default_region
+
+        if region is None:
+            region = default_region()
+            if region is None:
+                raise ConfigError(
+                    "sasl_aws_region is required for AWS_MSK_IAM: set it, or AWS_REGION, "
+                    "or the region of the AWS profile"
+                )
+            object.__setattr__(self, "sasl_aws_region", region)
+        if provider is None:
+            from .aws import botocore_credentials
+
+            object.__setattr__(self, "sasl_aws_credentials_provider", botocore_credentials())
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> ProducerConfig:

@@ -1,4 +1,5 @@
-"""SASL authentication of a broker connection: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER.
+"""SASL authentication of a broker connection: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER and
+AWS_MSK_IAM (see :mod:`aioproducer.aws`).
 
 The authenticator returned by :func:`authenticator` runs the whole exchange on a connection
 (SaslHandshake, then one or more SaslAuthenticate) and returns the session lifetime the
@@ -86,6 +87,8 @@ def authenticator(config: ProducerConfig) -> Callable[[BrokerConnection], Awaita
         elif mechanism == "OAUTHBEARER":
             assert tokens is not None
             await _oauthbearer(conn, session, tokens)
+        elif mechanism == "AWS_MSK_IAM":
+            await _aws_msk_iam(conn, session, config)
         else:
             await _scram(conn, session, mechanism, username, password)
         return session.lifetime_ms
@@ -129,6 +132,23 @@ async def _oauthbearer(conn: BrokerConnection, session: _Session, tokens: TokenC
         f"authentication of {who} at {conn.host}:{conn.port} failed: the broker rejected "
         f"the token{detail}"
     )
+
+
+async def _aws_msk_iam(conn: BrokerConnection, session: _Session, config: ProducerConfig) -> None:
+    # Imported here: the module is only needed by producers that use the mechanism.
+    from .aws import current_credentials, msk_iam_payload
+
+    provider = config.sasl_aws_credentials_provider
+    region = config.sasl_aws_region
+    assert provider is not None and region is not None
+    # Fetched at every (re-)authentication: the provider hands out refreshed credentials
+    # before the old ones expire, and each signature is valid for minutes only.
+    credentials = await current_credentials(provider)
+    payload = msk_iam_payload(conn.host, region, credentials)
+    who = f"AWS access key {credentials.access_key!r} ({region})"
+    # MSK answers a good signature with a JSON object (version, request id); a bad one
+    # fails the SaslAuthenticate with an error, which _exchange raises.
+    await _exchange(conn, session, payload, who)
 
 
 def _escape(name: str) -> str:

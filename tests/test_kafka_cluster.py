@@ -27,6 +27,7 @@ import pytest
 from aioproducer.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from aioproducer.testing import KafkaCluster, KafkaSetupError, _cluster, ensure_kafka, find_java
 from aioproducer.testing._cds import class_data_archive
+from aioproducer.testing._install import DEFAULT_KAFKA_VERSION
 
 T = TypeVar("T")
 NewTopic = Callable[..., str]
@@ -421,7 +422,7 @@ def test_missing_maven_explains_what_to_install(
     with pytest.raises(KafkaSetupError, match=r"Maven \(`mvn`\)") as info:
         ensure_kafka(cache_dir=cache)
     assert "apt-get install maven" in str(info.value)
-    assert not (cache / "kafka-4.3.1").exists()
+    assert not (cache / f"kafka-{DEFAULT_KAFKA_VERSION}").exists()
 
 
 FAKE_MVN = """

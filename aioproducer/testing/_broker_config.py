@@ -244,8 +244,9 @@ def check_security(
                     "']' or whitespace"
                     + (f" (user {user!r})" if what == "password" else f" ({text!r})")
                 )
-        if not all(c.isascii() and (c.isalnum() or c in "_-.@") for c in user):
-            raise ValueError(f"SASL user name {user!r} may only use letters, digits and _-.@")
+        # '$' for Azure Event Hubs' literal user name "$ConnectionString".
+        if not all(c.isascii() and (c.isalnum() or c in "_-.@$") for c in user):
+            raise ValueError(f"SASL user name {user!r} may only use letters, digits and _-.@$")
 
 
 def security_config(

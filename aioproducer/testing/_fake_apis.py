@@ -60,9 +60,9 @@ from ._fake_faults import Rule
 from ._fake_log import Log, Partition, producer_fields
 from ._fake_txn import TransactionCoordinator
 
-__all__ = ["ADVERTISED_VERSIONS", "Apis", "Drop", "Settings"]
+__all__ = ["ADVERTISED_VERSIONS", "SASL_VERSIONS", "Apis", "Drop", "Settings"]
 
-#: Versions the fake implements and advertises (SASL is not served).
+#: Versions the fake implements and advertises (SASL only if it serves SASL).
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     key: CODEC_VERSIONS[key]
     for key in (
@@ -80,6 +80,12 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FIND_COORDINATOR: CODEC_VERSIONS[ApiKey.FIND_COORDINATOR],
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 4),
+}
+
+#: Advertised as well by a fake that serves SASL.
+SASL_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.SASL_HANDSHAKE: CODEC_VERSIONS[ApiKey.SASL_HANDSHAKE],
+    ApiKey.SASL_AUTHENTICATE: CODEC_VERSIONS[ApiKey.SASL_AUTHENTICATE],
 }
 
 # The transactional flag of a v2 batch's attributes.
@@ -125,6 +131,8 @@ class Apis:
         self._lock = lock
         self._endpoints = endpoints
         self._appended: asyncio.Event | None = None
+        #: Whether ApiVersions advertises SaslHandshake and SaslAuthenticate.
+        self.sasl = False
         #: Transactional ids and the transactions they ended (under ``lock``).
         self.coordinator = TransactionCoordinator()
 
@@ -162,7 +170,10 @@ class Apis:
 
     def api_versions(self, error: int) -> ApiVersionsResponse:
         """The ApiVersions answer (in every version) with ``error``."""
-        return ApiVersionsResponse(error, {int(k): v for k, v in ADVERTISED_VERSIONS.items()}, 0)
+        versions = {int(k): v for k, v in ADVERTISED_VERSIONS.items()}
+        if self.sasl:
+            versions |= {int(k): v for k, v in SASL_VERSIONS.items()}
+        return ApiVersionsResponse(error, versions, 0)
 
     def _metadata(self, request: MetadataRequest, rule: Rule | None) -> Response:
         live = self._endpoints()

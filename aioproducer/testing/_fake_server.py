@@ -34,11 +34,19 @@ from ..protocol.framing import (
     encode_response,
     peek_request_header,
 )
-from ..protocol.messages import BrokerMetadata, ProduceRequest, ProduceResponse, Request
+from ..protocol.messages import (
+    BrokerMetadata,
+    ProduceRequest,
+    ProduceResponse,
+    Request,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from ..protocol.versions import ApiKey
 from ._fake_apis import Apis, Drop, Settings
 from ._fake_faults import Faults, Rule, request_names
 from ._fake_log import Log, producer_fields
+from ._fake_sasl import SaslGate, SessionState
 
 __all__ = ["BatchInfo", "Broker", "Held", "RequestRecord", "Server"]
 
@@ -96,12 +104,13 @@ _Outcome = tuple[bytes | None, float, int]
 
 
 class _Connection:
-    __slots__ = ("broker", "id", "in_flight", "tasks", "writer")
+    __slots__ = ("broker", "id", "in_flight", "session", "tasks", "writer")
 
     def __init__(self, broker: int, conn_id: int, writer: asyncio.StreamWriter) -> None:
         self.broker = broker
         self.id = conn_id
         self.writer = writer
+        self.session = SessionState()
         self.in_flight: Counter[int] = Counter()
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -164,6 +173,8 @@ class Server:
         self.requests: list[RequestRecord] = []
         self.held: list[Held] = []
         self.apis = Apis(log, lock, self.endpoints, settings)
+        #: SASL: none unless the cluster was made with mechanisms to accept.
+        self.sasl = SaslGate({}, 0)
         self._settings = settings
         self._faults = faults
         self._lock = lock
@@ -368,6 +379,19 @@ class Server:
             return self._faults.take(kind, record.api_key, record.broker, names)
 
         if take("drop_before") is not None:
+            raise Drop()
+        if isinstance(request, SaslHandshakeRequest | SaslAuthenticateRequest):
+            if not self.sasl.enabled:
+                raise Drop()
+            answer, accepted = self.sasl.answer(conn.broker, conn.id, conn.session, request)
+            if accepted is not None:
+                with self._lock:
+                    self.sasl.accepted.append(accepted)
+                    self._lock.notify_all()
+            return encode_response(answer, header.api_version, header.correlation_id), 0.0, 0
+        if not self.sasl.admits(conn.session, request):
+            # A broker closes a connection that sends requests unauthenticated or after
+            # its session ended (KIP-368).
             raise Drop()
         error_rule = take("error")
         response = await self.apis.answer(conn.broker, request, error_rule)

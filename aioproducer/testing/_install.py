@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: The Apache Kafka release that :class:`~aioproducer.testing.KafkaCluster` runs by default.
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 
 #: Kafka 4.x brokers refuse to run on anything older.
 MIN_JAVA_VERSION = 17

@@ -18,9 +18,10 @@ real broker will not produce on demand::
 
 It advertises only the API versions it implements (Produce 3-12, Fetch 4-12, ListOffsets
 1-11, Metadata 0-12, ApiVersions 0-4, CreateTopics 2-7, InitProducerId 0-5,
-FindCoordinator 0-6, AddPartitionsToTxn 0-3, EndTxn 0-4), so clients negotiate down to
-them. There is no replication, no consumer groups and no authentication: every partition
-has exactly one replica, its leader.
+FindCoordinator 0-6, AddPartitionsToTxn 0-3, EndTxn 0-4; with SASL also SaslHandshake
+0-1 and SaslAuthenticate 0-2), so clients negotiate down to them. There is no
+replication, no consumer groups and no TLS: every partition has exactly one replica, its
+leader. SASL is checked by the mechanisms a test gives (see :class:`FakeCluster`).
 
 Transactions are served as a transaction version 1 coordinator (the lowest running node)
 sees them: InitProducerId with a transactional id (a new epoch for a known id, which
@@ -42,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -52,17 +53,27 @@ from ..protocol.error_codes import ErrorCode
 from ..protocol.records import Record, RecordBatch, decode_batches
 from ..protocol.versions import ApiKey
 
-# Versions the fake implements and advertises (SASL is not served).
+# Versions the fake implements and advertises (plus SASL's when it serves SASL).
 from ._fake_apis import ADVERTISED_VERSIONS as ADVERTISED_VERSIONS
 from ._fake_faults import Faults, Rule, api_key, error_code
 from ._fake_log import Log
+from ._fake_sasl import Authentication, SaslCheck, SaslGate
 from ._fake_server import BatchInfo, RequestRecord, Server
 from ._fake_txn import EndedTransaction
 
-__all__ = ["BatchInfo", "EndedTransaction", "ErrorCode", "FakeCluster", "RequestRecord"]
+__all__ = [
+    "Authentication",
+    "BatchInfo",
+    "EndedTransaction",
+    "ErrorCode",
+    "FakeCluster",
+    "RequestRecord",
+    "SaslCheck",
+]
 
 # Defined with the server that fills them in; shown and pickled as this module's.
 BatchInfo.__module__ = RequestRecord.__module__ = EndedTransaction.__module__ = __name__
+Authentication.__module__ = __name__
 
 _T = TypeVar("_T")
 
@@ -76,6 +87,13 @@ class FakeCluster:
     brokers. Use it as a context manager (sync or async) or call :meth:`start` and
     :meth:`close`. Every method is thread-safe and may be called from any thread except
     the fake's own.
+
+    SASL: ``sasl`` maps each mechanism the brokers accept to ``check(auth_bytes) ->
+    principal``, which raises ``ValueError`` to reject the client's message (its text is
+    the broker's error message). Connections must then authenticate before anything but
+    ApiVersions; each session lasts ``sasl_session_lifetime_ms`` (0: unlimited), after
+    which a connection that did not re-authenticate (KIP-368) is closed at its next
+    request. :meth:`authentications` lists what was accepted.
     """
 
     def __init__(
@@ -86,9 +104,13 @@ class FakeCluster:
         num_partitions: int = 1,
         cluster_id: str = "fake-cluster",
         host: str = "127.0.0.1",
+        sasl: Mapping[str, SaslCheck] | None = None,
+        sasl_session_lifetime_ms: int = 0,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if sasl_session_lifetime_ms < 0:
+            raise ValueError("sasl_session_lifetime_ms must be 0 (unlimited) or more")
         self.host = host
         self.cluster_id = cluster_id
         self.auto_create_topics = auto_create_topics
@@ -101,6 +123,9 @@ class FakeCluster:
         self._faults = Faults(self._changed)
         # The server reads the settings above from here when it needs them.
         self._server = Server(self._log, self._faults, self._changed, nodes, self)
+        if sasl:
+            self._server.sasl = SaslGate(sasl, sasl_session_lifetime_ms)
+            self._server.apis.sasl = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -432,6 +457,11 @@ class FakeCluster:
             self._call(lambda: self._server.listen(target))
 
     # -- transactions ------------------------------------------------------------------------
+
+    def authentications(self) -> list[Authentication]:
+        """Every SASL authentication the brokers accepted, oldest first."""
+        with self._lock:
+            return list(self._server.sasl.accepted)
 
     def transactions(self, transactional_id: str | None = None) -> list[EndedTransaction]:
         """Transactions the coordinator ended (by EndTxn, or aborted when their id was

@@ -1,4 +1,4 @@
-"""Delivery against a real Kafka 4.3.1, the same checks for Producer and SyncProducer.
+"""Delivery against a real Kafka 4.4.0, the same checks for Producer and SyncProducer.
 
 Content is read back with confluent-kafka. Each test runs once per flavour (see
 ``conftest.py``): Producer on asyncio, uvloop and trio, and SyncProducer, whose blocking

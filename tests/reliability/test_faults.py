@@ -1,4 +1,4 @@
-"""Broker faults on a real 3-node Kafka 4.3.1 (replication 3, min.insync.replicas 2).
+"""Broker faults on a real 3-node Kafka 4.4.0 (replication 3, min.insync.replicas 2).
 
 Each test reads every partition back with an independent client and checks the promise of
 acks=all with idempotence: nothing acknowledged is lost, nothing is written twice, each
