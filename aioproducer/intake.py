@@ -520,7 +520,14 @@ class Intake:
             self.budget.release(need)
             raise
         acc = self._acc
-        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need)
+        batch, index, wake = acc.append(topic, part, ts, key, value, hdrs, need)
+        handle = DeliveryHandle(
+            batch,
+            index,
+            ts,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
         if state is not None:
             produced = state[1] + need
             state[1] = produced
