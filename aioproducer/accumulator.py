@@ -24,7 +24,7 @@ from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
 from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
-from .protocol.record_encoder import append_record
+from .protocol.record_encoder import BatchState, append_record
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
@@ -345,12 +345,13 @@ class Accumulator:
         self._open_batch = batch
         self._open_topic = topic
         self._open_partition = partition
-        builder = batch.builder
         # The builder's count read directly, and its append called as the function it
         # delegates to (both compiled): its property and method are Python calls, which
-        # compiled code pays for in full, once per record.
-        index = builder._count
-        added = append_record(builder, timestamp_ms, key, value, headers or ())
+        # compiled code pays for in full, once per record. Typed as its compiled base,
+        # the builder's fields are read in place.
+        state: BatchState = batch.builder
+        index = state._count
+        added = append_record(state, timestamp_ms, key, value, headers or ())
         # What the estimate over-reserved is given back when the batch is settled.
         batch.unsettled += reserved - added
         size = batch.reserved + added

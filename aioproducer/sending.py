@@ -17,14 +17,18 @@ batches even if the caller never yields.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from anyio.lowlevel import cancel_shielded_checkpoint
 
 from .intake import Intake, PreparedRecord
 from .results import DeliveryHandle
 
-__all__ = ["SendPath"]
+__all__ = ["TRACING", "SendPath"]
+
+#: ``TRACING[0]`` is true once any producer may trace its sends (set by ``otel.py``, never
+#: reset): until then the common case skips looking up the producer's tracing hook.
+TRACING: Final = [False]
 
 #: ``Producer._send_waiting``: the rest of a send whose record must wait.
 Waiting = Callable[[PreparedRecord, Any], Awaitable[DeliveryHandle]]
@@ -57,7 +61,7 @@ class SendPath:
     ) -> DeliveryHandle:
         """``Producer.send`` (see there)."""
         intake = self.intake
-        if not intake.accepting or self.producer._instrumentation is not None:
+        if not intake.accepting or (TRACING[0] and self.producer._instrumentation is not None):
             return await self._other(topic, value, key, headers, partition, timestamp_ms)
         result = intake.offer(topic, key, value, headers, partition, timestamp_ms)
         if isinstance(result, PreparedRecord):
