@@ -41,7 +41,8 @@ class SendPath:
     ``producer.send`` finds).
 
     ``producer`` is read for its tracing hook (``_instrumentation``, which may be set on
-    the class or on the producer at any time), once per record.
+    the class or on the producer at any time) once :data:`TRACING` says that any producer
+    may trace.
     """
 
     def __init__(self, producer: Any, intake: Intake, waiting: Waiting, other: Other) -> None:
