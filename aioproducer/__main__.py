@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from . import Producer, __version__, speedups
-from .accumulator import DeliveryHandle
+from .results import DeliveryHandle
 
 _DESCRIPTION = """\
 python -m aioproducer demo: produce a million records and report how it went.

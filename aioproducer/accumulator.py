@@ -4,7 +4,9 @@ All state here belongs to the event loop that runs the producer: nothing locks, 
 method runs to completion without awaiting. The sender (see ``sender.py``) asks which
 batches are ready and drains them; the intake (``intake.py``) appends. Batches charge and
 release their bytes in the :class:`~aioproducer.budget.MemoryBudget` (``budget.py``); the
-results that point into batches are in ``results.py``.
+results that point into batches are in ``results.py``, which builds on this module (never
+the other way round): :class:`RecordHandle` is the compiled core of its public
+:class:`~aioproducer.DeliveryHandle`.
 """
 
 from __future__ import annotations
@@ -18,22 +20,18 @@ from typing import Any, Final
 
 import anyio
 
+from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
 from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
-from .protocol.record_encoder import append_record
+from .protocol.record_encoder import BatchState, append_record
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
-
-# Re-exported: they lived here once, and tests and tools import them from here.
-from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 
 __all__ = [
     "Accumulator",
-    "BulkDelivery",
-    "DeliveryHandle",
     "MemoryBudget",
     "ProducerBatch",
-    "RecordMetadata",
+    "RecordHandle",
     "TopicPartition",
 ]
 
@@ -218,6 +216,33 @@ class ProducerBatch:
         return offset, self.log_append_time, None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
+class RecordHandle:
+    """Package-internal: where one appended record is (its batch and its index there) and
+    what its metadata reports of it; the fields of :class:`~aioproducer.DeliveryHandle`,
+    which subclasses it (``results.py``).
+
+    Compiled (``speedups.py``), building one per record runs no Python code: the intake
+    calls the public subclass, whose constructor is this one.
+    """
+
+    __slots__ = ("_batch", "_index", "key_size", "timestamp_ms", "value_size")
+
+    def __init__(
+        self, batch: ProducerBatch, index: int, timestamp_ms: int, key_size: int, value_size: int
+    ) -> None:
+        self._batch = batch
+        self._index = index
+        self.timestamp_ms = timestamp_ms
+        self.key_size = key_size
+        self.value_size = value_size
+
+    def position(self) -> tuple[ProducerBatch, int]:
+        """Package-internal (instrumentation): the batch holding the record, and the
+        record's index in it."""
+        return self._batch, self._index
+
+
 class Accumulator:
     """Per-partition queues of batches, and the rules that make a batch ready to send."""
 
@@ -260,6 +285,13 @@ class Accumulator:
         #: Called with every batch :meth:`append` and :meth:`append_run` open; the intake
         #: sets it to settle other threads' records a batch at a time.
         self.on_new_batch: Callable[[ProducerBatch], None] | None = None
+        # The latest batch :meth:`append` opened, and its partition: records in a row for
+        # one partition (the sticky partitioner's) find it without a queue lookup. Valid
+        # while it takes records: a batch stops taking them (``full``) before it leaves
+        # its queue (drained, failed or completed).
+        self._open_topic = ""
+        self._open_partition = -1
+        self._open_batch: ProducerBatch | None = None
 
     def append(
         self,
@@ -271,18 +303,25 @@ class Accumulator:
         headers: HeaderList | None,
         reserved: int,
         now: float | None = None,
-    ) -> tuple[DeliveryHandle, bool]:
+    ) -> tuple[ProducerBatch, int, bool]:
         """Append a record whose ``reserved`` bytes (its estimate) are already reserved.
 
-        Returns the record's handle and whether the sender should be woken (a batch became
-        full or a new batch started, which moves the earliest linger deadline). ``now``
-        (the monotonic clock if None) dates a batch the record opens.
+        Returns the batch it went into, its index there, and whether the sender should be
+        woken (a batch became full or a new batch started, which moves the earliest linger
+        deadline). ``now`` (the monotonic clock if None) dates a batch the record opens.
         """
         # Per record, this is the hottest method: an open batch's ``reserved`` is its
         # builder's ``size_in_bytes`` (the header plus every record's exact size, see
         # below and append_run), read here without a property call per record.
-        dq = self.batches.get((topic, partition))
-        batch = dq[-1] if dq else None
+        batch = self._open_batch
+        if (
+            batch is None
+            or batch.full
+            or partition != self._open_partition
+            or topic != self._open_topic
+        ):
+            dq = self.batches.get((topic, partition))
+            batch = dq[-1] if dq else None
         if (
             batch is None
             or batch.full
@@ -292,8 +331,10 @@ class Accumulator:
                 batch.full = True
                 self._settle(batch)
             batch = self._new_batch(topic, partition, time.monotonic() if now is None else now)
+            tp = (topic, partition)
+            dq = self.batches.get(tp)
             if dq is None:
-                dq = self.batches[(topic, partition)] = collections.deque()
+                dq = self.batches[tp] = collections.deque()
             dq.append(batch)
             wake = True
             # The header is charged to the batch, outside the record's own estimate.
@@ -301,12 +342,16 @@ class Accumulator:
             batch.reserved = RECORD_BATCH_OVERHEAD
         else:
             wake = False
-        builder = batch.builder
+        self._open_batch = batch
+        self._open_topic = topic
+        self._open_partition = partition
         # The builder's count read directly, and its append called as the function it
         # delegates to (both compiled): its property and method are Python calls, which
-        # compiled code pays for in full, once per record.
-        index = builder._count
-        added = append_record(builder, timestamp_ms, key, value, headers or ())
+        # compiled code pays for in full, once per record. Typed as its compiled base,
+        # the builder's fields are read in place.
+        state: BatchState = batch.builder
+        index = state._count
+        added = append_record(state, timestamp_ms, key, value, headers or ())
         # What the estimate over-reserved is given back when the batch is settled.
         batch.unsettled += reserved - added
         size = batch.reserved + added
@@ -317,14 +362,7 @@ class Accumulator:
             wake = True
         self.last_batch_full = batch.full
         self.last_batch_limit = batch.limit
-        handle = DeliveryHandle(
-            batch,
-            index,
-            timestamp_ms,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
-        return handle, wake
+        return batch, index, wake
 
     def append_run(
         self,
@@ -518,6 +556,8 @@ class Accumulator:
             batch.unsettled = 0
 
     def _forget(self, batch: ProducerBatch) -> None:
+        # A batch that completes or fails takes no more records (queued ones may fail).
+        batch.full = True
         if batch in self.incomplete:
             del self.incomplete[batch]
             self.budget.release(batch.reserved + batch.unsettled)

@@ -16,7 +16,7 @@ import bisect
 import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .accumulator import Accumulator, ProducerBatch
 from .adaptive import DrainClock, PartitionLoad
@@ -53,6 +53,8 @@ Headers = Sequence[tuple[str, Any]] | Mapping[str, Any]
 HeaderList = list[tuple[str, bytes | None]]
 
 _BytesLike = (bytes, bytearray)
+# time.time bound once: compiled, ``time.time`` is an attribute lookup per record.
+_wall_clock: Final = time.time
 _NoneType = type(None)
 # Records per slice of a bulk send: between slices the sender may run.
 _BULK_SLICE = 4096
@@ -286,7 +288,7 @@ class Intake:
             if value is not None:
                 size += len(value)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = int(_wall_clock() * 1000)
         elif type(timestamp_ms) is not int or timestamp_ms < 0:
             record_timestamp(timestamp_ms)  # raises
         if size > self.max_size:
@@ -520,7 +522,14 @@ class Intake:
             self.budget.release(need)
             raise
         acc = self._acc
-        handle, wake = acc.append(topic, part, ts, key, value, hdrs, need)
+        batch, index, wake = acc.append(topic, part, ts, key, value, hdrs, need)
+        handle = DeliveryHandle(
+            batch,
+            index,
+            ts,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
         if state is not None:
             produced = state[1] + need
             state[1] = produced

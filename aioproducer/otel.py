@@ -35,6 +35,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
+from . import sending
 from .__about__ import __version__
 
 if TYPE_CHECKING:
@@ -384,6 +385,7 @@ def instrument_producer(
     """
     inst = ProducerInstruments(tracer_provider, meter_provider)
     if tracing:
+        sending.TRACING[0] = True
         producer._instrumentation = inst
     else:
         producer._metrics_instrumentation = inst
@@ -425,6 +427,7 @@ class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ign
         inst = ProducerInstruments(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
         type(self)._inst = inst
         if kwargs.get("tracing", True):
+            sending.TRACING[0] = True
             Producer._instrumentation = inst
         else:
             Producer._metrics_instrumentation = inst

@@ -39,6 +39,7 @@ from .intake import Headers, Intake, PreparedRecord, aligned, check_topic, recor
 from .metrics import Metrics
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .sender import Sender
+from .sending import SendPath
 from .transactions import TransactionManager
 
 if TYPE_CHECKING:
@@ -113,6 +114,12 @@ class Producer:
             self._txn = TransactionManager(cfg, self._cluster, self._acc, self._sender)
             self._sender.txn = self._txn
             self.intake.gate = self._txn.check_send
+        # ``producer.send`` is the compiled common case where the hot path is compiled
+        # (``sending.py``): a bound method of a compiled class, stored on the instance so
+        # that an ``await producer.send(...)`` runs no Python frame. The class's ``send``
+        # documents it and delegates to it.
+        self._send_path = SendPath(self, self.intake, self._send_record, self._send_other)
+        self.send = self._send_path.send  # type: ignore[method-assign]
         self._state = _NEW
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed_event: anyio.Event | None = None
@@ -251,26 +258,40 @@ class Producer:
         ``RecordTooLargeError``, ``InvalidArgumentError``) and affects no other record. If
         the calling task is cancelled, the record is either fully buffered or not at all.
         """
+        # Reached only through the class (``Producer.send(producer, ...)``): on a producer,
+        # ``send`` is its SendPath's, set in __init__.
+        return await self._send_path.send(topic, value, key, headers, partition, timestamp_ms)
+
+    async def _send_other(
+        self,
+        topic: Any,
+        value: Any,
+        key: Any,
+        headers: Any,
+        partition: Any,
+        timestamp_ms: Any,
+    ) -> DeliveryHandle:
+        # send() where SendPath's common case does not apply: the producer is not running,
+        # or it traces its sends.
         if self._state != _RUNNING:
             self._raise_not_running()
         if self._instrumentation is None:
-            # The common case in one call (compiled where possible): the record is checked,
-            # admitted and appended at once if its topic's metadata is loaded and the
-            # buffer has room; else it comes back checked, for the waiting path.
-            intake = self.intake
-            result = intake.offer(topic, key, value, headers, partition, timestamp_ms)
-            if isinstance(result, DeliveryHandle):
-                if intake.woke:
-                    # Let the sender run between batches even if the caller never yields.
-                    await anyio.lowlevel.cancel_shielded_checkpoint()
-                return result
-            handle, wake = await self._send_waiting(result, partition)
+            record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
+            handle, wake = await self._send_waiting(record, partition)
         else:
             handle, wake = await self._send_traced(
                 topic, value, key, headers, partition, timestamp_ms
             )
         if wake:
-            await anyio.lowlevel.cancel_shielded_checkpoint()  # as above
+            # Let the sender run between batches even if the caller never yields.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        return handle
+
+    async def _send_record(self, record: PreparedRecord, partition: Any) -> DeliveryHandle:
+        # send() for a checked record SendPath could not admit at once.
+        handle, wake = await self._send_waiting(record, partition)
+        if wake:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # as in _send_other
         return handle
 
     async def _send_traced(

@@ -2,7 +2,8 @@
 to it, :class:`DeliveryHandle` (one record) and :class:`BulkDelivery` (one bulk send).
 
 They read outcomes from the batches holding their records (see ``accumulator.py``); no
-per-record state is kept once a record is appended.
+per-record state is kept once a record is appended. The dependency is one-way: this module
+imports the accumulator's, never the other way round.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-if TYPE_CHECKING:
-    from .accumulator import ProducerBatch
+from .accumulator import ProducerBatch, RecordHandle
 
 __all__ = ["BulkDelivery", "DeliveryHandle", "RecordMetadata"]
 
@@ -36,23 +36,19 @@ class RecordMetadata:
     serialized_value_size: int
 
 
-class DeliveryHandle:
+class DeliveryHandle(RecordHandle):
     """The pending delivery of one record: ``await handle`` gives its :class:`RecordMetadata`.
 
     Awaiting is optional and may be repeated; cancelling an ``await handle`` never cancels
     the delivery. A failed delivery raises a :class:`~aioproducer.errors.KafkaError`.
+    ``timestamp_ms``, ``key_size`` and ``value_size`` are the record's timestamp and its
+    serialized key and value sizes (-1 for None).
     """
 
-    __slots__ = ("_batch", "_index", "key_size", "timestamp_ms", "value_size")
-
-    def __init__(
-        self, batch: ProducerBatch, index: int, timestamp_ms: int, key_size: int, value_size: int
-    ) -> None:
-        self._batch = batch
-        self._index = index
-        self.timestamp_ms = timestamp_ms
-        self.key_size = key_size
-        self.value_size = value_size
+    # The fields, and the constructor (batch, index, timestamp_ms, key_size, value_size),
+    # are RecordHandle's (``accumulator.py``): compiled, it builds a handle per record
+    # without running Python code.
+    __slots__ = ()
 
     @property
     def topic(self) -> str:
@@ -67,11 +63,6 @@ class DeliveryHandle:
     def done(self) -> bool:
         """Whether the record has been delivered or has failed."""
         return self._batch.done
-
-    def position(self) -> tuple[ProducerBatch, int]:
-        """Package-internal (instrumentation): the batch holding the record, and the
-        record's index in it."""
-        return self._batch, self._index
 
     def result(self) -> RecordMetadata:
         """The metadata of a delivered record; raises its error if it failed.

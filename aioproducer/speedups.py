@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 #: The modules compiled with mypyc: the checks, partitioning, batching and encoding a
-#: record passes through on its way into a batch. The record encoder is compiled on its
+#: record passes through on its way into a batch, and ``Producer.send``'s common case. The record encoder is compiled on its
 #: own (``protocol/record_encoder.py``), not ``protocol/records.py`` around it, nor
 #: ``results.py``, whose public classes would lose their docstrings.
 HOT_MODULES: tuple[str, ...] = (
@@ -56,6 +56,7 @@ HOT_MODULES: tuple[str, ...] = (
     "aioproducer.intake",
     "aioproducer.partitioner",
     "aioproducer.protocol.record_encoder",
+    "aioproducer.sending",
 )
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
 ENV_VAR = "AIOPRODUCER_PURE_PYTHON"

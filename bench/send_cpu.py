@@ -7,6 +7,12 @@ and are left out) per record: ``send`` for the loop of ``send()`` calls alone (t
 sender's per-batch work that runs in between included), ``total`` until every record is
 acknowledged. ``--profile`` prints a cProfile of the send loop instead.
 
+``--instructions`` counts machine instructions per ``await send()`` instead, which a busy
+machine does not skew: it runs the send loop with no sender and no sockets (a started
+producer whose topic metadata is filled in by hand, so records only pile up in batches)
+under valgrind's callgrind, for 5,000 and for 25,000 records, and divides the difference
+by 20,000 (start-up cancels out). It needs ``valgrind`` on the PATH.
+
 For an A/B comparison of two trees, run it once per tree with ``PYTHONPATH`` pointing at
 each, alternating, and compare the medians; ``--rounds`` repeats inside one process.
 """
@@ -15,8 +21,12 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
+import re
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -54,6 +64,55 @@ async def _run(bootstrap: str, records: int, keyed: bool, profile: bool) -> tupl
     return (sent - start) / records * 1e6, (done - start) / records * 1e6
 
 
+async def _offline(records: int, keyed: bool) -> None:
+    # The send loop alone: a producer marked running, with its topic's metadata set by
+    # hand and no sender task, so nothing but send() runs (batches only accumulate).
+    from aioproducer import producer as producer_module
+    from aioproducer.cluster import ClusterSnapshot, TopicInfo
+
+    parts = tuple(range(12))
+    info = TopicInfo(TOPIC, parts, dict.fromkeys(parts, 0), dict.fromkeys(parts, 0), parts)
+    producer = Producer("127.0.0.1:9", linger_ms=5, batch_size=16384, buffer_memory=1 << 30)
+    producer._state = producer_module._RUNNING
+    producer.intake.accepting = True
+    producer._cluster.snapshot = ClusterSnapshot({0: ("127.0.0.1", 9)}, {TOPIC: info}, {})
+    value = b"x" * 100
+    send = producer.send
+    try:
+        if keyed:
+            keys = [f"key-{i:06d}".encode() for i in range(1000)]
+            for i in range(records):
+                await send(TOPIC, value, key=keys[i % 1000])
+        else:
+            for _ in range(records):
+                await send(TOPIC, value)
+    finally:
+        producer._state = producer_module._CLOSED
+
+
+def _instructions(records: int, keyed: bool, backend: str) -> int:
+    """Instructions callgrind counts for a whole ``--offline`` run of ``records``."""
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "bench.send_cpu",
+        "--offline",
+        str(records),
+        "--backend",
+        backend,
+    ]
+    if keyed:
+        cmd.append("--keyed")
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=os.environ)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in callgrind's output:\n{done.stderr}")
+    return int(found.group(1))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints one line per round and the medians."""
     parser = argparse.ArgumentParser(prog="python -m bench.send_cpu", description=__doc__)
@@ -62,7 +121,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyed", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--offline", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.offline:
+        anyio.run(_offline, args.offline, args.keyed, backend=args.backend)
+        return 0
+    if args.instructions:
+        import aioproducer.speedups as speedups
+
+        small = _instructions(5_000, args.keyed, args.backend)
+        large = _instructions(25_000, args.keyed, args.backend)
+        print(
+            f"{(large - small) / 20_000:,.0f} instructions per await send() "
+            f"({speedups.ACTIVE}: {speedups.REASON})"
+        )
+        return 0
     results: list[tuple[float, float]] = []
     with FakeCluster(brokers=1) as fc:
         fc.create_topic(TOPIC, partitions=12)

@@ -32,7 +32,7 @@ import anyio
 import anyio.to_thread
 
 from aioproducer import Producer
-from aioproducer.accumulator import DeliveryHandle
+from aioproducer.results import DeliveryHandle
 from aioproducer.testing import KafkaCluster, KafkaSetupError
 from aioproducer.testing.verify import topic_end_offsets
 

@@ -14,8 +14,9 @@ Everything here is pure computation on bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, cast
 
+from aioproducer._mypyc import mypyc_attr
 from aioproducer.errors import SerializationError
 
 __all__ = [
@@ -41,8 +42,16 @@ Header = tuple[str, bytes | None]
 BytesLike = bytes | bytearray | memoryview
 
 
-class BatchState(Protocol):
-    """What :func:`append_record` reads and updates of a ``RecordBatchBuilder``."""
+@mypyc_attr(allow_interpreted_subclasses=True)
+class BatchState:
+    """What :func:`append_record` reads and updates of a batch: its encoded records and
+    their count and timestamps.
+
+    ``RecordBatchBuilder`` subclasses it and sets every field in its constructor.
+    Compiled, the fields are read and written in place, not looked up by name per record.
+    """
+
+    __slots__ = ("_base_ts", "_buf", "_count", "_max_ts")
 
     _buf: bytearray
     _count: int

@@ -37,6 +37,7 @@ from aioproducer.protocol.record_encoder import INT64_MAX as _INT64_MAX
 from aioproducer.protocol.record_encoder import INT64_MIN as _INT64_MIN
 from aioproducer.protocol.record_encoder import TABLE_LIMIT as _TABLE_LIMIT
 from aioproducer.protocol.record_encoder import ZZ as _ZZ
+from aioproducer.protocol.record_encoder import BatchState
 from aioproducer.protocol.record_encoder import append_record as _append_record
 from aioproducer.protocol.record_encoder import encode_records as _encode_records
 from aioproducer.protocol.record_encoder import zigzag as _zigzag
@@ -88,7 +89,7 @@ def record_size_bound(
     return size
 
 
-class RecordBatchBuilder:
+class RecordBatchBuilder(BatchState):
     """Accumulates records into one v2 record batch and encodes it.
 
     Records are encoded into an internal buffer as they are appended, so
@@ -97,14 +98,11 @@ class RecordBatchBuilder:
     build is allowed and simply makes the next build larger.
     """
 
+    # _buf, _count, _base_ts and _max_ts are BatchState's (the compiled encoder's).
     __slots__ = (
-        "_base_ts",
-        "_buf",
         "_codec",
         "_compressed",
-        "_count",
         "_level",
-        "_max_ts",
         "_released",
         "_transactional",
     )

@@ -9,6 +9,7 @@ from aioproducer.accumulator import Accumulator, MemoryBudget
 from aioproducer.errors import BufferFullError, ProducerClosedError
 from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches, record_size_bound
+from aioproducer.results import DeliveryHandle
 
 
 def make_acc(
@@ -34,7 +35,9 @@ def append(
 ):
     need = record_size_bound(len(key or b""), len(value), None)
     assert acc.budget.try_reserve(need)
-    return acc.append(tp[0], tp[1], 1000, key, value, None, need, now)
+    batch, index, wake = acc.append(tp[0], tp[1], 1000, key, value, None, need, now)
+    handle = DeliveryHandle(batch, index, 1000, len(key) if key else -1, len(value))
+    return handle, wake
 
 
 def always(_tp, _batch) -> bool:

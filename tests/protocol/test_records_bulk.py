@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aioproducer.accumulator import Accumulator, BulkDelivery, MemoryBudget
+from aioproducer.accumulator import Accumulator, MemoryBudget
 from aioproducer.errors import SerializationError
 from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.records import (
@@ -16,6 +16,7 @@ from aioproducer.protocol.records import (
     RecordBatchBuilder,
     record_size_bound,
 )
+from aioproducer.results import BulkDelivery
 
 blobs = st.one_of(
     st.none(),

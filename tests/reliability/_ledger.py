@@ -11,7 +11,7 @@ import time
 from array import array
 from collections.abc import Iterable, Sequence
 
-from aioproducer.accumulator import DeliveryHandle
+from aioproducer.results import DeliveryHandle
 from aioproducer.testing.verify import ConsumedRecord
 
 __all__ = ["Ledger", "Outcome"]

@@ -22,9 +22,9 @@ import anyio.to_thread
 import pytest
 
 from aioproducer import Producer, RecordTooLargeError
-from aioproducer.accumulator import DeliveryHandle
 from aioproducer.partitioner import partition_for_key
 from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
+from aioproducer.results import DeliveryHandle
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 

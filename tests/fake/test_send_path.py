@@ -1,0 +1,120 @@
+"""``await producer.send()``'s common case (``sending.py``): what it promises, compiled or not.
+
+A record admitted at once is appended before ``send()`` first suspends, bad input raises
+at ``send()`` and buffers nothing, the sender runs between batches even if the caller
+never yields, and, compiled, an admitted record runs no Python frame.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import anyio
+import pytest
+
+import aioproducer
+from aioproducer import DeliveryHandle, Producer, SerializationError, speedups
+from aioproducer.testing import FakeCluster
+
+pytestmark = pytest.mark.anyio
+
+_PACKAGE = str(Path(aioproducer.__file__).parent)
+
+
+def _queued(producer: Producer) -> int:
+    """Records still queued in the producer's batches (not yet drained)."""
+    return sum(batch.record_count for dq in producer._acc.batches.values() for batch in dq)
+
+
+async def _warm(producer: Producer) -> None:
+    # The topic's metadata loaded and a first record delivered, without its linger.
+    await producer.send("t", b"warm")
+    await producer.flush()
+
+
+async def test_send_returns_a_handle_that_resolves(fake: FakeCluster) -> None:
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        handles = [await producer.send("t", b"v%d" % i) for i in range(5)]
+        assert all(type(h) is DeliveryHandle for h in handles)
+        offsets = [(await h).offset for h in handles]
+        # Through the class too, as the API reference documents it.
+        late = await Producer.send(producer, "t", b"late")
+        assert (await late).offset == offsets[-1] + 1
+    assert offsets == list(range(5))
+
+
+async def test_bad_input_raises_at_send_and_buffers_nothing(fake: FakeCluster) -> None:
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send_and_wait("t", b"first")
+        used = producer.metrics()["buffer_bytes_in_use"]
+        with pytest.raises(SerializationError, match="value must be bytes"):
+            await producer.send("t", 12345)
+        assert producer.metrics()["buffer_bytes_in_use"] == used
+        assert _queued(producer) == 0
+        metadata = await producer.send_and_wait("t", b"second")
+    assert metadata.offset == 1
+
+
+async def test_the_sender_runs_between_batches_when_the_caller_never_yields(
+    fake: FakeCluster,
+) -> None:
+    # Batches of about 9 records that would linger 30 s: only a full batch leaves, and
+    # only if the sender gets to run while the loop below never awaits anything else.
+    async with Producer(fake.bootstrap_servers, linger_ms=30_000, batch_size=1200) as producer:
+        await _warm(producer)
+        sent = 200
+        for _ in range(sent):
+            await producer.send("t", b"x" * 100)
+        # Without a checkpoint per new batch all 200 would still be queued here.
+        assert _queued(producer) < sent - 20
+        await producer.flush()
+
+
+async def test_a_cancelled_caller_leaves_the_record_fully_buffered_or_out(
+    fake: FakeCluster,
+) -> None:
+    # Every record here opens a batch (batch_size fits one), so every send reaches the
+    # checkpoint that lets the sender run; the caller's scope is cancelled throughout.
+    async with Producer(fake.bootstrap_servers, linger_ms=30_000, batch_size=150) as producer:
+        await _warm(producer)
+        handles: list[DeliveryHandle] = []
+        for i in range(20):
+            before = producer.metrics()["buffer_bytes_in_use"]
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                handles.append(await producer.send("t", b"r%03d" % i + b"x" * 90))
+            if scope.cancelled_caught:
+                handles.pop()
+                assert producer.metrics()["buffer_bytes_in_use"] == before
+        await producer.flush()
+        results = [h.result() for h in handles]
+    # Whatever was buffered was delivered, once and in order.
+    assert [m.offset for m in results] == list(range(1, len(handles) + 1))
+    assert [r.value[:4] for r in fake.records("t", 0)[1:]] == [b"r%03d" % i for i in range(20)][
+        : len(handles)
+    ]
+
+
+async def test_an_admitted_record_runs_no_python_frame_when_compiled(fake: FakeCluster) -> None:
+    if speedups.ACTIVE != "compiled":
+        pytest.skip(f"the hot path is not compiled here ({speedups.REASON})")
+    async with Producer(fake.bootstrap_servers, linger_ms=30_000) as producer:
+        await _warm(producer)
+        await producer.send("t", b"opens a batch")
+        frames: list[str] = []
+
+        def profile(frame: FrameType, event: str, _arg: Any) -> None:
+            if event == "call" and frame.f_code.co_filename.startswith(_PACKAGE):
+                frames.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+        sys.setprofile(profile)
+        try:
+            for _ in range(10):  # into the open batch: no batch starts, nothing to wake
+                await producer.send("t", b"x" * 100)
+        finally:
+            sys.setprofile(None)
+        assert frames == []
+        await producer.flush()
