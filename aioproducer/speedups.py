@@ -55,6 +55,7 @@ HOT_MODULES: tuple[str, ...] = (
     "aioproducer.budget",
     "aioproducer.intake",
     "aioproducer.partitioner",
+    "aioproducer.prepared",
     "aioproducer.protocol.record_encoder",
 )
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
