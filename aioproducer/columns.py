@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["TABLE_COLUMNS", "ColumnChecks", "is_columnar", "prepare"]
 
 
+#: How a bad record is reported: ``fail(index, error)``.
+Fail = Callable[[int, BaseException], None]
+
+
 class ColumnChecks(Protocol):
     """What :func:`prepare` needs of the producer's ``Intake`` (which provides it): its
     limits, serializers and partitioning, without this module importing ``intake.py``."""
@@ -44,13 +48,7 @@ class ColumnChecks(Protocol):
     def hashes_keys(self) -> bool:
         """Whether a record's key decides its partition, when none is given."""
 
-    def serialize_column(
-        self,
-        topic: str,
-        column: Sequence[Any],
-        what: str,
-        fail: Callable[[int, BaseException], None],
-    ) -> Sequence[Any]:
+    def serialize_column(self, topic: str, column: Sequence[Any], what: str, fail: Fail) -> Any:
         """A column of keys or values (``what``) serialized, cut at the first bad item."""
 
     def header_list(self, headers: Any) -> Any:
