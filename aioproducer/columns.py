@@ -402,6 +402,8 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
         cols.sizes = sizes
         if part is None:
             cols.values.plan_stop = count  # sticky runs come one after the other
+        else:
+            cols.values.run_ends = [count]
         return
     # A counting sort by partition (the sticky records, -1, first): numpy sorts 8- and
     # 16-bit keys stably by radix, in O(rows); the histogram gives the runs.
@@ -427,3 +429,4 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
     ]
     if cols.runs[0][0] is None:
         cols.values.plan_stop = cols.runs[0][2]  # the sticky records sort first
+    cols.values.run_ends = [stop for part, _start, stop in cols.runs if part is not None]

@@ -30,7 +30,7 @@ from .errors import (
     RecordTooLargeError,
     SerializationError,
 )
-from .partitioner import StickyPartitioner, partition_for_key
+from .partitioner import StickyPartitioner, partition_for_key, partitions_of
 from .prepared import ColumnRun, PreparedColumns
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
@@ -312,15 +312,19 @@ class Intake:
                 if p is not None and (type(p) is not int or not 0 <= p < nparts):
                     fail(i, invalid_partition(topic, p, nparts))
                     break
-        if self._custom is not None or (keys is not None and self._keys_decide):
-            # Keys to hash or a custom partitioner: one partition per record, decided here.
+        if self._custom is None and keys is not None and self._keys_decide:
+            # Keys to hash: one compiled loop; an explicit partition wins over the key's.
+            hashed = partitions_of(keys, bad, nparts)
+            if parts is not None:
+                hashed = [h if p is None else p for p, h in zip(parts, hashed, strict=False)]
+            parts = hashed
+        elif self._custom is not None:
+            # A custom partitioner: one call per record, decided here.
             if parts is None:
                 parts = [None] * bad
             for i in range(bad):
                 if parts[i] is None:
                     k = keys[i] if keys is not None else None
-                    if self._custom is None and k is None:
-                        continue  # a null key goes to the sticky partition
                     try:
                         parts[i] = self.partition(topic, info, k, None)
                     except KafkaError as exc:

@@ -33,6 +33,7 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "partitions_for_keys",
+    "partitions_of",
 ]
 
 _M: Final = 0x5BD1E995
@@ -137,6 +138,18 @@ def _column_partitions(data: bytes, offsets: bytes, count: i64, num_partitions: 
         prev = nxt
         i += 1
     return bytes(out)
+
+
+def partitions_of(keys: Sequence[Any], count: int, num_partitions: int) -> list[Any]:
+    """:func:`partition_for_key` of each of the first ``count`` of ``keys`` (``bytes``), None
+    for a null key: one loop, compiled where this module is (a bulk send of sequences)."""
+    out: list[Any] = [None] * count
+    for i in range(count):
+        key = keys[i]
+        if key is not None:
+            h = _murmur2(key, 0, len(key)) if _COMPILED else _murmur2_words(key)
+            out[i] = (h & 0x7FFFFFFF) % num_partitions
+    return out
 
 
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:

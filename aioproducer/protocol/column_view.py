@@ -55,7 +55,7 @@ class BinaryColumn:
     ``data[offsets[a]:offsets[b]]``.
     """
 
-    __slots__ = ("_plan", "data", "offsets", "plan_stop", "valid")
+    __slots__ = ("_plan", "data", "offsets", "plan_stop", "run_ends", "valid")
 
     def __init__(self, offsets: Any, data: Any, valid: Any = None) -> None:
         """Wrap numpy arrays as they are (see the class docstring for their meaning)."""
@@ -68,6 +68,11 @@ class BinaryColumn:
         #: a fresh batch starts (a bulk send sets it for the rows the sticky partitioner
         #: places, which come in consecutive runs); None: only what a call asks for.
         self.plan_stop: int | None = None
+        #: The ends of runs of rows bound for one partition each, ascending (a bulk send
+        #: sets it for keyed rows, grouped by partition): from plan_stop on, the rows up
+        #: to the end of a row's run may be encoded ahead, even mid-batch, since they
+        #: follow one another into that partition's batches. None: no such runs.
+        self.run_ends: list[int] | None = None
 
     # -- constructors ------------------------------------------------------------------------
 

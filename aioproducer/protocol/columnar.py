@@ -18,6 +18,7 @@ Pure computation on buffers: no I/O.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, Final
 
 from aioproducer.protocol import column_view
@@ -116,8 +117,16 @@ def encode_run(
                 return 0, b""
         horizon = stop
         ahead = values.plan_stop
-        if not first_offset_delta and ahead is not None and start < ahead:
-            horizon = max(stop, min(ahead, start + PLAN_AHEAD))
+        run_ends = values.run_ends
+        if ahead is not None and start < ahead:
+            if not first_offset_delta:
+                horizon = max(stop, min(ahead, start + PLAN_AHEAD))
+        elif run_ends is not None:
+            # The rest of this partition's run comes next, slice after slice: plan it
+            # now (a later call that does not match the plan is planned afresh).
+            index = bisect.bisect_right(run_ends, start)
+            if index < len(run_ends):
+                horizon = max(stop, min(run_ends[index], start + PLAN_AHEAD))
         plan = _make_plan(
             np,
             values,
