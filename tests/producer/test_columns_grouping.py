@@ -92,3 +92,42 @@ def test_string_keys_hash_their_utf8_bytes() -> None:
         got = intake.columns("t", info, pa.array(values), pa.array(keys, kind), None, None)
         expected = intake.columns("t", info, values, keys, None, None)
         assert _grouped(got) == _grouped(expected)
+
+
+def _batches(cols: Any, method: str, limit: int, slice_rows: int) -> dict[Any, list[bytes]]:
+    """Each partition's batches, its runs appended a slice at a time as a bulk send's
+    slices are (after one record already in the partition's open batch)."""
+    from aioproducer.protocol.records import RecordBatchBuilder
+
+    ts = 1_700_000_000_000
+    out: dict[Any, list[bytes]] = {}
+    for part, start, stop in cols.runs:
+        builders = [RecordBatchBuilder()]
+        builders[0].append(ts, b"first", b"already there")
+        for pos in range(start, stop, slice_rows):
+            end = min(stop, pos + slice_rows)
+            while pos < end:
+                count, _added = getattr(builders[-1], method)(
+                    ts, cols.keys, cols.values, cols.headers, pos, end, limit
+                )
+                pos += count
+                if pos < end:
+                    builders.append(RecordBatchBuilder())
+        out[part] = [b.build() for b in builders]
+    return out
+
+
+@pytest.mark.parametrize("limit", [16384, 1 << 20])
+def test_keyed_runs_longer_than_a_slice_encode_as_sequences_do(limit: int) -> None:
+    # Runs of ~6,000 rows per partition: planned ahead across their 4,096-row slices,
+    # starting mid-batch; the bytes must be append_many's.
+    n = 12_000
+    keys = [b"k%d" % (i % 20) for i in range(n)]
+    values = [bytes([i % 251]) * (i % 200) for i in range(n)]
+    info = _info(2)
+    expected = _INTAKE.columns("t", info, values, keys, None, None)
+    got = _INTAKE.columns("t", info, pa.array(values), pa.array(keys), None, None)
+    assert _grouped(got) == _grouped(expected)
+    assert _batches(got, "append_columns", limit, 4096) == _batches(
+        expected, "append_many", limit, 4096
+    )
