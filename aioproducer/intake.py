@@ -12,8 +12,6 @@ partition and appends to the accumulator; it runs on the producer's loop.
 
 from __future__ import annotations
 
-import bisect
-import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -31,7 +29,7 @@ from .errors import (
     SerializationError,
 )
 from .partitioner import StickyPartitioner, partition_for_key, partitions_of
-from .prepared import ColumnRun, PreparedColumns
+from .prepared import ColumnRun, PreparedColumns, group_sequences
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
 
@@ -340,7 +338,7 @@ class Intake:
         cols.count = bad
         if parts is not None:
             del parts[bad:]
-        _group(cols, parts, bad)
+        group_sequences(cols, parts, bad)
         return cols
 
     # -- what bulk sends of columns use (aioproducer.columns; package-internal) ------------
@@ -694,39 +692,3 @@ def _bulk_bytes(
             break
         append(item)
     return out
-
-
-def _group(cols: PreparedColumns, parts: list[Any] | None, count: int) -> None:
-    """Order ``cols``' first ``count`` records by partition (stably) and cut them into runs."""
-    if count == 0:
-        return
-    if parts is None:
-        cols.runs = [(None, 0, count)]
-        return
-    distinct = set(parts)
-    if len(distinct) == 1:
-        cols.runs = [(parts[0], 0, count)]
-        return
-    if None in distinct:
-        # Records for the sticky partitioner sort first, under a key no partition has.
-        sort_keys: list[int] = [-1 if p is None else p for p in parts]
-    else:
-        sort_keys = parts
-    order = sorted(range(count), key=sort_keys.__getitem__)
-    pick = operator.itemgetter(*order)
-    ordered_keys = list(pick(sort_keys))
-    cols.values = list(pick(cols.values))
-    if cols.keys is not None:
-        cols.keys = list(pick(cols.keys))
-    if cols.headers is not None:
-        cols.headers = list(pick(cols.headers))
-    if cols.header_sizes is not None:
-        cols.header_sizes = list(pick(cols.header_sizes))
-    cols.order = order
-    runs: list[tuple[int | None, int, int]] = []
-    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
-        key = -1 if p is None else p
-        runs.append(
-            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
-        )
-    cols.runs = runs

@@ -1,11 +1,15 @@
-"""A bulk send's records once checked: :class:`PreparedColumns`, cut into :class:`ColumnRun` s.
+"""A bulk send's records once checked: :class:`PreparedColumns`, grouped by partition and cut
+into :class:`ColumnRun` s.
 
-``Intake.columns`` (``intake.py``) makes them from sequences and ``aioproducer.columns``
-from Arrow columns; the hand-off admits and appends them a run at a time.
+``Intake.columns`` (``intake.py``) makes them from sequences (grouped by
+:func:`group_sequences`) and ``aioproducer.columns`` from Arrow columns; the hand-off
+admits and appends them a run at a time.
 """
 
 from __future__ import annotations
 
+import bisect
+import operator
 from typing import TYPE_CHECKING, Any, Final
 
 from .protocol.records import RECORD_FRAMING_BOUND
@@ -13,7 +17,7 @@ from .protocol.records import RECORD_FRAMING_BOUND
 if TYPE_CHECKING:
     from .results import BulkDelivery
 
-__all__ = ["BULK_SLICE", "ColumnRun", "PreparedColumns"]
+__all__ = ["BULK_SLICE", "ColumnRun", "PreparedColumns", "group_sequences"]
 
 #: Records per slice of a bulk send: between slices the sender may run.
 BULK_SLICE: Final = 4096
@@ -131,3 +135,40 @@ class PreparedColumns:
                 end = min(stop, pos + step)
                 out.append(ColumnRun(self, part, pos, end, self.estimate(pos, end), bulk))
         return out
+
+
+def group_sequences(cols: PreparedColumns, parts: list[Any] | None, count: int) -> None:
+    """Order the first ``count`` records of ``cols`` (sequences) by partition, stably, the
+    sticky partitioner's (None) first, and cut them into runs."""
+    if count == 0:
+        return
+    if parts is None:
+        cols.runs = [(None, 0, count)]
+        return
+    distinct = set(parts)
+    if len(distinct) == 1:
+        cols.runs = [(parts[0], 0, count)]
+        return
+    if None in distinct:
+        # Records for the sticky partitioner sort first, under a key no partition has.
+        sort_keys: list[int] = [-1 if p is None else p for p in parts]
+    else:
+        sort_keys = parts
+    order = sorted(range(count), key=sort_keys.__getitem__)
+    pick = operator.itemgetter(*order)
+    ordered_keys = list(pick(sort_keys))
+    cols.values = list(pick(cols.values))
+    if cols.keys is not None:
+        cols.keys = list(pick(cols.keys))
+    if cols.headers is not None:
+        cols.headers = list(pick(cols.headers))
+    if cols.header_sizes is not None:
+        cols.header_sizes = list(pick(cols.header_sizes))
+    cols.order = order
+    runs: list[tuple[int | None, int, int]] = []
+    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
+        key = -1 if p is None else p
+        runs.append(
+            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
+        )
+    cols.runs = runs
