@@ -16,7 +16,16 @@ from typing import Any, Final
 from aioproducer.protocol.batch_layout import RECORD_BATCH_OVERHEAD as _BATCH_OVERHEAD
 from aioproducer.protocol.column_view import BinaryColumn, numpy
 
-__all__ = ["Plan", "cuts", "fresh_cuts", "record_size", "tails", "varint_sizes", "zigzag"]
+__all__ = [
+    "Plan",
+    "Request",
+    "cuts",
+    "fresh_cuts",
+    "record_size",
+    "tails",
+    "varint_sizes",
+    "zigzag",
+]
 
 
 _OD_TIERS: Final = (64, 8192, 1 << 20, 1 << 27, 1 << 34)
@@ -42,6 +51,15 @@ def varint_sizes(np: Any, zz: Any) -> Any:
 def zigzag(values: Any) -> Any:
     """Zig-zag of int64 lengths and deltas (all >= -1 here: no overflow)."""
     return (values << 1) ^ (values >> 63)
+
+
+#: A column, or None (no keys, no headers).
+Maybe = BinaryColumn | None
+
+#: What a call of ``columnar.encode_run`` asks for: keys, headers, start, stop, the offset
+#: delta of the first record, its timestamp delta (encoded), the batch's size so far and
+#: its limit.
+Request = tuple[Maybe, Maybe, int, int, int, bytes, int, int | None]
 
 
 class Plan:
@@ -87,19 +105,10 @@ class Plan:
     rec_off: Any
     data: Any
 
-    def serve(
-        self,
-        keys: BinaryColumn | None,
-        headers: BinaryColumn | None,
-        start: int,
-        stop: int,
-        first_offset_delta: int,
-        ts_part: bytes,
-        size_so_far: int,
-        max_bytes: int | None,
-    ) -> tuple[int, Any, bool] | None:
-        """``(records, bytes, whether the batch is cut after them)`` if the request is the
-        plan's, else None."""
+    def serve(self, request: Request) -> tuple[int, Any, bool] | None:
+        """``(records, bytes, whether the batch is cut after them)`` if the request (the
+        arguments of ``columnar.encode_run`` after ``values``) is the plan's, else None."""
+        keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes = request
         i = start - self.start
         if (
             not 0 <= i < self.stop - self.start
@@ -175,14 +184,7 @@ def fresh_cuts(
     return [start] + [start + b[1] for b in batches]
 
 
-def tails(
-    np: Any,
-    values: BinaryColumn,
-    keys: BinaryColumn | None,
-    headers: BinaryColumn | None,
-    start: int,
-    stop: int,
-) -> tuple[Any, Any, Any, Any, Any]:
+def tails(np: Any, values: BinaryColumn, keys: Maybe, headers: Maybe, start: int, stop: int) -> Any:
     """Each record's "tail" size, the same wherever it lands (key length, key, value
     length, value, header section), with the value and key length varints and sizes."""
     vlen = values.lengths(start, stop)

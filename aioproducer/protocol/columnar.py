@@ -102,12 +102,11 @@ def encode_run(
     if start >= stop:
         return 0, b""
     np = numpy()
+    request = (keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes)
     plan = values._plan
     got = None
     if plan is not None:
-        got = plan.serve(
-            keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes
-        )
+        got = plan.serve(request)
     if got is None:
         if first_offset_delta and max_bytes is not None:
             # A batch that cannot take even the first record is common (a run that
@@ -142,9 +141,7 @@ def encode_run(
         values._plan = plan
         if plan is None:  # pragma: no cover - the check above returns first
             return 0, b""
-        got = plan.serve(
-            keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes
-        )
+        got = plan.serve(request)
         assert got is not None
     count, data, _cut = got
     if plan is not None and start + count >= plan.stop:
