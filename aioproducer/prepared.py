@@ -8,7 +8,6 @@ admits and appends them a run at a time.
 
 from __future__ import annotations
 
-import bisect
 import operator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -149,14 +148,29 @@ def group_sequences(cols: PreparedColumns, parts: list[Any] | None, count: int) 
     if len(distinct) == 1:
         cols.runs = [(parts[0], 0, count)]
         return
-    if None in distinct:
-        # Records for the sticky partitioner sort first, under a key no partition has.
-        sort_keys: list[int] = [-1 if p is None else p for p in parts]
-    else:
-        sort_keys = parts
-    order = sorted(range(count), key=sort_keys.__getitem__)
+    # A counting sort (O(records), compiled): slot 0 for the sticky partitioner's records
+    # (None), slot p + 1 for partition p; a histogram, its running sums, one scatter.
+    slots = [0] * count
+    counts = [0] * (max(p for p in distinct if p is not None) + 2)
+    for i in range(count):
+        p = parts[i]
+        slot = 0 if p is None else p + 1
+        slots[i] = slot
+        counts[slot] += 1
+    runs: list[tuple[int | None, int, int]] = []
+    nexts = [0] * len(counts)
+    pos = 0
+    for slot in range(len(counts)):
+        nexts[slot] = pos
+        if counts[slot]:
+            runs.append((None if slot == 0 else slot - 1, pos, pos + counts[slot]))
+            pos += counts[slot]
+    order = [0] * count
+    for i in range(count):
+        slot = slots[i]
+        order[nexts[slot]] = i
+        nexts[slot] += 1
     pick = operator.itemgetter(*order)
-    ordered_keys = list(pick(sort_keys))
     cols.values = list(pick(cols.values))
     if cols.keys is not None:
         cols.keys = list(pick(cols.keys))
@@ -165,10 +179,4 @@ def group_sequences(cols: PreparedColumns, parts: list[Any] | None, count: int) 
     if cols.header_sizes is not None:
         cols.header_sizes = list(pick(cols.header_sizes))
     cols.order = order
-    runs: list[tuple[int | None, int, int]] = []
-    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
-        key = -1 if p is None else p
-        runs.append(
-            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
-        )
     cols.runs = runs
