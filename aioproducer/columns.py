@@ -2,7 +2,7 @@
 
 ``Intake.columns`` (``aioproducer/intake.py``) hands a bulk send over to
 :func:`prepare` when a column is an Arrow array (or ``values`` a table): the result is the
-same :class:`~aioproducer.intake.PreparedColumns`, but holding
+same :class:`~aioproducer.prepared.PreparedColumns`, but holding
 :class:`~aioproducer.protocol.columnar.BinaryColumn` s, so sizes, partitions and the
 grouping by partition are numpy passes and the records are encoded column-wise
 (``RecordBatchBuilder.append_columns``), with no Python object per record; so are header
@@ -14,26 +14,58 @@ numpy and pyarrow are imported here, so this module is imported only when column
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import InvalidArgumentError, KafkaError, SerializationError
-from .intake import (
-    PreparedColumns,
-    _bulk_bytes,
-    _headers,
-    invalid_partition,
-    partitioner_failed,
-)
 from .partitioner import key_partitions
+from .prepared import PreparedColumns
 from .protocol.columnar import BinaryColumn, encode_header_sections, numpy
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
 
 if TYPE_CHECKING:
     from .cluster import TopicInfo
-    from .intake import Intake
 
-__all__ = ["TABLE_COLUMNS", "is_columnar", "prepare"]
+__all__ = ["TABLE_COLUMNS", "ColumnChecks", "is_columnar", "prepare"]
+
+
+#: How a bad record is reported: ``fail(index, error)``.
+Fail = Callable[[int, BaseException], None]
+
+
+class ColumnChecks(Protocol):
+    """What :func:`prepare` needs of the producer's ``Intake`` (which provides it): its
+    limits, serializers and partitioning, without this module importing ``intake.py``."""
+
+    #: The largest record size bound that can ever be sent.
+    max_size: int
+
+    @property
+    def custom_partitioner(self) -> bool:
+        """Whether a custom partitioner (a Python function) chooses the partitions."""
+
+    @property
+    def hashes_keys(self) -> bool:
+        """Whether a record's key decides its partition, when none is given."""
+
+    def serialize_column(self, topic: str, column: Sequence[Any], what: str, fail: Fail) -> Any:
+        """A column of keys or values (``what``) serialized, cut at the first bad item."""
+
+    def header_list(self, headers: Any) -> Any:
+        """One record's headers checked."""
+
+    def partition(self, topic: str, info: TopicInfo, key: Any, partition: Any) -> int:
+        """The partition a record's key (or the custom partitioner) gives."""
+
+    def too_large(self, size: int) -> KafkaError:
+        """The error for a record of ``size`` bytes that can never be sent."""
+
+    def invalid_partition(self, topic: str, partition: object, count: int) -> KafkaError:
+        """The error for a partition the topic does not have."""
+
+    def partitioner_failed(self, exc: Exception) -> KafkaError:
+        """The error for a record the custom partitioner raised ``exc`` for."""
+
 
 #: The columns a table (or record batch) passed as ``values`` to ``send_bulk`` may have:
 #: ``value`` (required; binary or string), ``key`` (binary or string), ``headers``
@@ -50,7 +82,7 @@ def is_columnar(obj: object) -> bool:
 
 
 def prepare(
-    intake: Intake,
+    intake: ColumnChecks,
     topic: str,
     info: TopicInfo,
     values: Any,
@@ -86,10 +118,10 @@ def prepare(
             raise InvalidArgumentError(f"keys has {len(key_col)} items but values has {count}")
     header_col = None
     if headers is not None:
-        header_col = _header_column(headers, count, fail)
+        header_col = _header_column(intake, headers, count, fail)
     explicit = None
     if partitions is not None:
-        explicit = _partition_column(partitions, count, topic, len(info.partitions), fail)
+        explicit = _partition_column(intake, partitions, count, topic, len(info.partitions), fail)
 
     # Size bounds: record_size_bound of every record, as one array.
     bound = np.diff(value_col.offsets) + RECORD_FRAMING_BOUND
@@ -107,10 +139,10 @@ def prepare(
     # Partitions: -1 leaves a record to the sticky partitioner.
     nparts = len(info.partitions)
     parts = explicit[:kept] if explicit is not None else None
-    if intake._custom is not None:
+    if intake.custom_partitioner:
         parts = _custom_partitions(intake, topic, info, key_col, parts, kept, fail)
         kept = kept if bad < 0 else min(kept, bad)
-    elif key_col is not None and intake._keys_decide:
+    elif key_col is not None and intake.hashes_keys:
         hashed = key_partitions(
             key_col.offsets[: kept + 1], key_col.data, _nulls(key_col, kept), nparts
         )
@@ -160,7 +192,7 @@ def _unpack_table(values: Any, keys: Any, headers: Any, partitions: Any) -> tupl
     )
 
 
-def _binary(intake: Intake, topic: str, column: Any, name: str, fail: Any) -> BinaryColumn:
+def _binary(intake: ColumnChecks, topic: str, column: Any, name: str, fail: Any) -> BinaryColumn:
     """``column`` as a BinaryColumn: an Arrow array viewed, a sequence converted (its
     serializer applied, as for a bulk send of sequences; a bad item cut there)."""
     if isinstance(column, BinaryColumn):
@@ -169,8 +201,7 @@ def _binary(intake: Intake, topic: str, column: Any, name: str, fail: Any) -> Bi
         return BinaryColumn.from_arrow(column, name)
     if isinstance(column, (str, bytes)) or not isinstance(column, Sequence):
         column = list(column)
-    serializer = intake._value_serializer if name == "value" else intake._key_serializer
-    items = _bulk_bytes(topic, column, serializer, name, fail)
+    items = intake.serialize_column(topic, column, name, fail)
     converted, _rows, _error = BinaryColumn.from_sequence_until_error(items, name)
     if len(converted) < len(column):
         # Rows past the first bad one are cut: pad them as nulls so lengths stay aligned;
@@ -192,7 +223,7 @@ def _nulls(column: BinaryColumn, count: int) -> Any:
     return ~column.valid[:count] if column.valid is not None else None
 
 
-def _header_column(headers: Any, count: int, fail: Any) -> BinaryColumn:
+def _header_column(intake: ColumnChecks, headers: Any, count: int, fail: Any) -> BinaryColumn:
     """Every record's encoded header section. An Arrow ``list<struct<key: string, value:
     binary>>`` or ``map<string, binary>`` column (value also string) is encoded a column at
     a time; other Arrow header columns and sequences run per record (``to_pylist``)."""
@@ -224,7 +255,7 @@ def _header_column(headers: Any, count: int, fail: Any) -> BinaryColumn:
             if isinstance(row, list) and row and isinstance(row[0], dict):
                 row = [(item.get("key"), item.get("value")) for item in row]
             try:
-                row = _headers(row)
+                row = intake.header_list(row)
             except SerializationError as exc:
                 fail(i, exc)
                 row = None
@@ -286,7 +317,9 @@ def _arrow_header_column(headers: Any, count: int, fail: Any) -> BinaryColumn | 
     return encode_header_sections(counts, keys, values)
 
 
-def _partition_column(partitions: Any, count: int, topic: str, nparts: int, fail: Any) -> Any:
+def _partition_column(
+    intake: ColumnChecks, partitions: Any, count: int, topic: str, nparts: int, fail: Any
+) -> Any:
     """Explicit partitions as a numpy int64 array, -1 where the partitioner chooses."""
     np = numpy()
     if type(partitions).__module__.startswith("pyarrow"):
@@ -312,7 +345,7 @@ def _partition_column(partitions: Any, count: int, topic: str, nparts: int, fail
         wrong = np.flatnonzero(given & ((out < 0) | (out >= nparts)))
         if len(wrong):
             i = int(wrong[0])
-            fail(i, invalid_partition(topic, int(out[i]), nparts))
+            fail(i, intake.invalid_partition(topic, int(out[i]), nparts))
         return out
     items = list(partitions)
     if len(items) != count:
@@ -322,14 +355,14 @@ def _partition_column(partitions: Any, count: int, topic: str, nparts: int, fail
         if p is None:
             continue
         if type(p) is not int or not 0 <= p < nparts:
-            fail(i, invalid_partition(topic, p, nparts))
+            fail(i, intake.invalid_partition(topic, p, nparts))
             break
         out[i] = p
     return out
 
 
 def _custom_partitions(
-    intake: Intake,
+    intake: ColumnChecks,
     topic: str,
     info: TopicInfo,
     keys: BinaryColumn | None,
@@ -349,14 +382,14 @@ def _custom_partitions(
             fail(i, exc)
             break
         except Exception as exc:
-            fail(i, partitioner_failed(exc))
+            fail(i, intake.partitioner_failed(exc))
             break
     return out
 
 
 def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
     """Order ``cols`` by partition (stably, sticky records first) and cut them into runs;
-    reorders the columns with one gathering copy each."""
+    reorders the columns with one gathering copy each. O(rows): no comparison sort."""
     count = cols.count
     sizes = np.zeros(count + 1, dtype=np.int64)
     if count == 0:
@@ -369,9 +402,19 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
         cols.sizes = sizes
         if part is None:
             cols.values.plan_stop = count  # sticky runs come one after the other
+        else:
+            cols.values.run_ends = [count]
         return
-    order = np.argsort(parts, kind="stable")
-    ordered = parts[order]
+    # A counting sort by partition (the sticky records, -1, first): numpy sorts 8- and
+    # 16-bit keys stably by radix, in O(rows); the histogram gives the runs.
+    shifted = parts + 1
+    bins = int(shifted.max()) + 1
+    small = shifted.astype(
+        np.uint8 if bins <= 0x100 else np.uint16 if bins <= 0x10000 else np.int64
+    )
+    order = np.argsort(small, kind="stable")
+    counts = np.bincount(small, minlength=bins)
+    ends = np.cumsum(counts).tolist()
     cols.values = cols.values.take(order)
     if cols.keys is not None:
         cols.keys = cols.keys.take(order)
@@ -380,12 +423,10 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
     np.cumsum(bound[order], out=sizes[1:])
     cols.sizes = sizes
     cols.order = order
-    distinct = np.unique(ordered)
-    lefts = np.searchsorted(ordered, distinct, "left").tolist()
-    rights = np.searchsorted(ordered, distinct, "right").tolist()
     cols.runs = [
-        (None if p < 0 else p, left, right)
-        for p, left, right in zip(distinct.tolist(), lefts, rights, strict=True)
+        (None if p == 0 else p - 1, ends[p] - int(counts[p]), ends[p])
+        for p in np.flatnonzero(counts).tolist()
     ]
     if cols.runs[0][0] is None:
         cols.values.plan_stop = cols.runs[0][2]  # the sticky records sort first
+    cols.values.run_ends = [stop for part, _start, stop in cols.runs if part is not None]

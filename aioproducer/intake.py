@@ -12,8 +12,6 @@ partition and appends to the accumulator; it runs on the producer's loop.
 
 from __future__ import annotations
 
-import bisect
-import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
@@ -30,9 +28,10 @@ from .errors import (
     RecordTooLargeError,
     SerializationError,
 )
-from .partitioner import StickyPartitioner, partition_for_key
+from .partitioner import StickyPartitioner, partition_for_key, partitions_of
+from .prepared import ColumnRun, PreparedColumns, group_sequences
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
-from .results import BulkDelivery, DeliveryHandle
+from .results import DeliveryHandle
 
 __all__ = [
     "ColumnRun",
@@ -56,8 +55,6 @@ _BytesLike = (bytes, bytearray)
 # time.time bound once: compiled, ``time.time`` is an attribute lookup per record.
 _wall_clock: Final = time.time
 _NoneType = type(None)
-# Records per slice of a bulk send: between slices the sender may run.
-_BULK_SLICE = 4096
 
 
 class PreparedRecord(NamedTuple):
@@ -77,120 +74,6 @@ class PreparedRecord(NamedTuple):
 
 # tuple.__new__ directly: a NamedTuple's own __new__ adds a Python frame per record.
 _tuple_new = tuple.__new__
-
-
-class ColumnRun:
-    """Records ``start:stop`` of a bulk send's :class:`PreparedColumns`, bound for one
-    partition (None: the sticky partitioner's), with the bytes reserved for them: the
-    unit in which a bulk send is admitted and appended."""
-
-    __slots__ = ("appended", "bulk", "columns", "partition", "size", "start", "stop")
-
-    def __init__(
-        self,
-        columns: PreparedColumns,
-        partition: int | None,
-        start: int,
-        stop: int,
-        size: int,
-        bulk: BulkDelivery,
-    ) -> None:
-        self.columns = columns
-        self.partition = partition
-        self.start = start
-        self.stop = stop
-        #: An upper bound of the bytes its records add to batches.
-        self.size = size
-        #: The bulk send whose outcome it adds to (its topic and timestamp are the run's).
-        self.bulk = bulk
-        #: How many of its records :meth:`Intake.append_run` appended (set by it).
-        self.appended = 0
-
-
-class PreparedColumns:
-    """A bulk send's records, checked and converted, grouped into runs by partition.
-
-    Only the records before the first bad one are kept; :attr:`error` is that record's.
-    """
-
-    __slots__ = (
-        "count",
-        "error",
-        "header_sizes",
-        "headers",
-        "keys",
-        "max_estimate",
-        "order",
-        "runs",
-        "sizes",
-        "values",
-    )
-
-    def __init__(
-        self,
-        values: Any,
-        keys: Any,
-        headers: Any,
-    ) -> None:
-        #: Sequences (bytes or None; header lists or None), or, for a bulk send of
-        #: columns, :class:`~aioproducer.protocol.columnar.BinaryColumn` s (headers
-        #: encoded) that the encoder reads column-wise.
-        self.values = values
-        self.keys = keys
-        self.headers = headers
-        # Per-record header bytes in the size bound, when there are headers.
-        self.header_sizes: list[int] | None = None
-        #: For columns: the running sum of the records' size bounds (numpy, one more
-        #: than records), so any slice's estimate is one subtraction.
-        self.sizes: Any = None
-        self.max_estimate = RECORD_FRAMING_BOUND
-        #: Each appended record's position in the input, when grouping reordered them
-        #: (a list, or a numpy array for columns).
-        self.order: Any = None
-        #: (partition or None for sticky, start, stop) per partition, in append order.
-        self.runs: list[tuple[int | None, int, int]] = []
-        #: How many records are kept (those before the first bad one).
-        self.count = 0
-        #: The first bad record's error, naming its index.
-        self.error: BaseException | None = None
-
-    def estimate(self, start: int, stop: int) -> int:
-        """An upper bound of the bytes records ``start:stop`` add to batches: the sum of
-        their :func:`record_size_bound`, in C-level passes."""
-        sizes = self.sizes
-        if sizes is not None:
-            return int(sizes[stop] - sizes[start])
-        total = RECORD_FRAMING_BOUND * (stop - start)
-        total += sum(map(len, filter(None, self.values[start:stop])))
-        if self.keys is not None:
-            total += sum(map(len, filter(None, self.keys[start:stop])))
-        if self.header_sizes is not None:
-            total += sum(self.header_sizes[start:stop])
-        return total
-
-    def slices(self, batch_size: int, bulk: BulkDelivery) -> list[ColumnRun]:
-        """The runs cut into slices: at most a batch's worth for the sticky partitioner
-        (it may move on after each batch; for columns exactly a batch), else
-        ``_BULK_SLICE`` records."""
-        out: list[ColumnRun] = []
-        sticky_step = min(_BULK_SLICE, max(1, batch_size // self.max_estimate))
-        for part, start, stop in self.runs:
-            if part is None and self.sizes is not None:
-                # Columns: cut exactly where each batch fills (one numpy pass), so a run
-                # is one batch and the encoder plans many of them at once.
-                from .protocol.columnar import fresh_cuts
-
-                cuts = fresh_cuts(self.values, self.keys, self.headers, start, stop, batch_size)
-                for i in range(len(cuts) - 1):
-                    for pos in range(cuts[i], cuts[i + 1], _BULK_SLICE):
-                        end = min(cuts[i + 1], pos + _BULK_SLICE)
-                        out.append(ColumnRun(self, None, pos, end, self.estimate(pos, end), bulk))
-                continue
-            step = sticky_step if part is None else _BULK_SLICE
-            for pos in range(start, stop, step):
-                end = min(stop, pos + step)
-                out.append(ColumnRun(self, part, pos, end, self.estimate(pos, end), bulk))
-        return out
 
 
 class Intake:
@@ -429,15 +312,19 @@ class Intake:
                 if p is not None and (type(p) is not int or not 0 <= p < nparts):
                     fail(i, invalid_partition(topic, p, nparts))
                     break
-        if self._custom is not None or (keys is not None and self._keys_decide):
-            # Keys to hash or a custom partitioner: one partition per record, decided here.
+        if self._custom is None and keys is not None and self._keys_decide:
+            # Keys to hash: one compiled loop; an explicit partition wins over the key's.
+            hashed = partitions_of(keys, bad, nparts)
+            if parts is not None:
+                hashed = [h if p is None else p for p, h in zip(parts, hashed, strict=False)]
+            parts = hashed
+        elif self._custom is not None:
+            # A custom partitioner: one call per record, decided here.
             if parts is None:
                 parts = [None] * bad
             for i in range(bad):
                 if parts[i] is None:
                     k = keys[i] if keys is not None else None
-                    if self._custom is None and k is None:
-                        continue  # a null key goes to the sticky partition
                     try:
                         parts[i] = self.partition(topic, info, k, None)
                     except KafkaError as exc:
@@ -453,8 +340,45 @@ class Intake:
         cols.count = bad
         if parts is not None:
             del parts[bad:]
-        _group(cols, parts, bad)
+        group_sequences(cols, parts, bad)
         return cols
+
+    # -- what bulk sends of columns use (aioproducer.columns; package-internal) ------------
+
+    @property
+    def custom_partitioner(self) -> bool:
+        """Whether a custom partitioner (a Python function) chooses the partitions."""
+        return self._custom is not None
+
+    @property
+    def hashes_keys(self) -> bool:
+        """Whether a record's key decides its partition (by murmur2), when none is given."""
+        return self._custom is None and self._keys_decide
+
+    def serialize_column(
+        self,
+        topic: str,
+        column: Sequence[Any],
+        what: str,
+        fail: Callable[[int, BaseException], None],
+    ) -> Sequence[Any]:
+        """A column of keys (``what="key"``) or values as bytes or None: the serializer
+        applied to each item, as for a bulk send of sequences; a bad item is reported to
+        ``fail(index, error)`` and the column ends before it."""
+        serializer = self._value_serializer if what == "value" else self._key_serializer
+        return _bulk_bytes(topic, column, serializer, what, fail)
+
+    def header_list(self, headers: Any) -> HeaderList:
+        """One record's headers checked (``SerializationError`` if bad), as for a send."""
+        return _headers(headers)
+
+    def invalid_partition(self, topic: str, partition: object, count: int) -> KafkaError:
+        """The error for a partition the topic does not have."""
+        return invalid_partition(topic, partition, count)
+
+    def partitioner_failed(self, exc: Exception) -> KafkaError:
+        """The error for a record the custom partitioner raised ``exc`` for."""
+        return partitioner_failed(exc)
 
     # -- placing (the producer's loop) -----------------------------------------------------
 
@@ -777,39 +701,3 @@ def _bulk_bytes(
             break
         append(item)
     return out
-
-
-def _group(cols: PreparedColumns, parts: list[Any] | None, count: int) -> None:
-    """Order ``cols``' first ``count`` records by partition (stably) and cut them into runs."""
-    if count == 0:
-        return
-    if parts is None:
-        cols.runs = [(None, 0, count)]
-        return
-    distinct = set(parts)
-    if len(distinct) == 1:
-        cols.runs = [(parts[0], 0, count)]
-        return
-    if None in distinct:
-        # Records for the sticky partitioner sort first, under a key no partition has.
-        sort_keys: list[int] = [-1 if p is None else p for p in parts]
-    else:
-        sort_keys = parts
-    order = sorted(range(count), key=sort_keys.__getitem__)
-    pick = operator.itemgetter(*order)
-    ordered_keys = list(pick(sort_keys))
-    cols.values = list(pick(cols.values))
-    if cols.keys is not None:
-        cols.keys = list(pick(cols.keys))
-    if cols.headers is not None:
-        cols.headers = list(pick(cols.headers))
-    if cols.header_sizes is not None:
-        cols.header_sizes = list(pick(cols.header_sizes))
-    cols.order = order
-    runs: list[tuple[int | None, int, int]] = []
-    for p in sorted(distinct, key=lambda x: -1 if x is None else x):
-        key = -1 if p is None else p
-        runs.append(
-            (p, bisect.bisect_left(ordered_keys, key), bisect.bisect_right(ordered_keys, key))
-        )
-    cols.runs = runs

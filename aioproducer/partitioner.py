@@ -15,6 +15,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import speedups
 
+try:
+    # Native 64-bit ints where compiled (mypyc reads the annotation); the package is
+    # there wherever mypyc built it, and plain ints serve where it is not installed.
+    from mypy_extensions import i64
+except ImportError:  # pragma: no cover - installed with the build tools
+    i64 = int  # type: ignore[misc]
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -26,12 +33,11 @@ __all__ = [
     "murmur2",
     "partition_for_key",
     "partitions_for_keys",
+    "partitions_of",
 ]
 
 _M: Final = 0x5BD1E995
 _MASK: Final = 0xFFFFFFFF
-_M_LO: Final = _M & 0xFFFF
-_M_HI: Final = _M >> 16
 
 # Which murmur2 loop runs: the byte loop compiled, struct's word unpacking interpreted.
 _COMPILED: Final = speedups.ACTIVE == "compiled"
@@ -69,26 +75,22 @@ def _murmur2_words(data: bytes) -> int:
     return h
 
 
-def _mul_m(a: int) -> int:
-    # (a * _M) mod 2**32 from 16-bit halves of both: compiled code multiplies machine ints
-    # fast only while both factors are small (a 32-bit factor takes the big-int path).
-    lo = a & 0xFFFF
-    return (lo * _M_LO + ((((lo * _M_HI) + (a >> 16) * _M_LO) & 0xFFFF) << 16)) & _MASK
+def _murmur2(data: bytes, start: i64, stop: i64) -> i64:
+    """murmur2 of ``data[start:stop]`` as an unsigned 32-bit int, read in place.
 
-
-def _murmur2(data: bytes, start: int, stop: int) -> int:
-    """murmur2 of ``data[start:stop]`` as an unsigned 32-bit int, read in place."""
+    Native 64-bit ints where compiled: every product is of a value below 2**32 and the
+    constant (below 2**31), so it fits in 63 bits and is exact, with no big-int path."""
     length = stop - start
-    h = (0x9747B28C ^ length) & _MASK
+    h: i64 = (0x9747B28C ^ length) & _MASK
     end = stop - (length & 3)
     i = start
     # Four bytes at a time, little-endian, as the Java implementation reads them.
     while i < end:
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = _mul_m(k)
+        k: i64 = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * _M) & _MASK
         k ^= k >> 24
-        k = _mul_m(k)
-        h = _mul_m(h) ^ k
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
         i += 4
     extra = length & 3
     if extra == 3:
@@ -97,19 +99,56 @@ def _murmur2(data: bytes, start: int, stop: int) -> int:
         h ^= data[end + 1] << 8
     if extra >= 1:
         h ^= data[end]
-        h = _mul_m(h)
+        h = (h * _M) & _MASK
     h ^= h >> 13
-    h = _mul_m(h)
+    h = (h * _M) & _MASK
     h ^= h >> 15
     return h
 
 
-def _column_partitions(data: bytes, offsets: list[int], num_partitions: int) -> list[int]:
-    """The key partition of every key ``data[offsets[i]:offsets[i + 1]]``: one compiled
-    loop, no object per key (where this module is compiled; see :func:`key_partitions`)."""
-    out = [0] * (len(offsets) - 1)
-    for i in range(len(out)):
-        out[i] = (_murmur2(data, offsets[i], offsets[i + 1]) & 0x7FFFFFFF) % num_partitions
+def _offset_at(offsets: bytes, index: i64) -> i64:
+    """Entry ``index`` of a little-endian int64 array given as bytes."""
+    at = index << 3
+    value: i64 = 0
+    shift: i64 = 0
+    while shift < 64:
+        value |= offsets[at] << shift
+        at += 1
+        shift += 8
+    return value
+
+
+def _column_partitions(data: bytes, offsets: bytes, count: i64, num_partitions: i64) -> bytes:
+    """The key partition of every key ``data[offsets[i]:offsets[i + 1]]`` (``offsets``:
+    ``count + 1`` little-endian int64, as bytes), one compiled loop over the keys' bytes with
+    no object per key. One byte per key if there are at most 256 partitions, else two
+    (little-endian)."""
+    wide = num_partitions > 256
+    out = [0] * (count * 2 if wide else count)
+    prev = _offset_at(offsets, 0)
+    i: i64 = 0
+    while i < count:
+        nxt = _offset_at(offsets, i + 1)
+        part = (_murmur2(data, prev, nxt) & 0x7FFFFFFF) % num_partitions
+        if wide:
+            out[2 * i] = part & 0xFF
+            out[2 * i + 1] = part >> 8
+        else:
+            out[i] = part
+        prev = nxt
+        i += 1
+    return bytes(out)
+
+
+def partitions_of(keys: Sequence[Any], count: int, num_partitions: int) -> list[Any]:
+    """:func:`partition_for_key` of each of the first ``count`` of ``keys`` (``bytes``), None
+    for a null key: one loop, compiled where this module is (a bulk send of sequences)."""
+    out: list[Any] = [None] * count
+    for i in range(count):
+        key = keys[i]
+        if key is not None:
+            h = _murmur2(key, 0, len(key)) if _COMPILED else _murmur2_words(key)
+            out[i] = (h & 0x7FFFFFFF) % num_partitions
     return out
 
 
@@ -186,12 +225,15 @@ def key_partitions(offsets: Any, data: Any, nulls: Any, num_partitions: int) -> 
     n = len(offsets) - 1
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    if _COMPILED:
-        # The keys' bytes once as bytes (a copy of the keys only), hashed in one loop.
+    if _COMPILED and num_partitions <= 0xFFFF:
+        # The keys' bytes and offsets once as bytes (copies of the keys only), hashed in
+        # one loop that makes no object per key.
         first = int(offsets[0])
         raw = data[first : int(offsets[-1])].tobytes() if data is not None else b""
-        starts = (offsets - first).tolist()
-        parts = np.array(_column_partitions(raw, starts, num_partitions), np.int64)
+        rel = np.asarray(offsets - first, dtype="<i8").tobytes()
+        found = _column_partitions(raw, rel, n, num_partitions)
+        parts = np.frombuffer(found, np.uint8 if num_partitions <= 256 else "<u2")
+        parts = parts.astype(np.int64)
         if nulls is not None:
             parts[nulls] = -1
         return parts

@@ -55,6 +55,7 @@ HOT_MODULES: tuple[str, ...] = (
     "aioproducer.budget",
     "aioproducer.intake",
     "aioproducer.partitioner",
+    "aioproducer.prepared",
     "aioproducer.protocol.record_encoder",
     "aioproducer.sending",
 )

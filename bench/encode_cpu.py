@@ -9,10 +9,14 @@ time as a bulk send's slices come (4096), and reports the CPU time
 * ``append_many``: a run of Python ``bytes`` at a time;
 * ``columns/binary`` and ``columns/string``: ``append_columns`` on a
   :class:`~aioproducer.protocol.columnar.BinaryColumn` viewing a pyarrow ``binary`` or
-  ``string`` array (the view is made once per round, as a bulk send makes it once).
+  ``string`` array (the view is made once per round, as a bulk send makes it once);
+* ``bulk/arrow``: all a bulk send of Arrow columns costs before the network, a
+  producer's ``Intake.columns`` (checks, sizes, and with ``--keyed`` the keys hashed and
+  the rows grouped by partition, 12 partitions) and then ``append_columns`` partition by
+  partition, a builder per partition.
 
 Each cell is the median of ``--rounds`` rounds. ``--profile`` prints a cProfile of the
-columnar encoder (binary, 16 KB) instead.
+bulk send of Arrow columns (``bulk/arrow``, 16 KB) instead.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from aioproducer import Producer
+from aioproducer.cluster import TopicInfo
 from aioproducer.protocol.columnar import BinaryColumn
 from aioproducer.protocol.records import RecordBatchBuilder
 
@@ -70,6 +76,27 @@ def _fill_columns(array: pa.Array, key_array: pa.Array | None, limit: int, run: 
                 builder = RecordBatchBuilder()
 
 
+def _fill_bulk(array: pa.Array, key_array: pa.Array | None, limit: int, run: int) -> None:
+    # As send_bulk does: checked and grouped once, then appended run by run.
+    parts = tuple(range(12))
+    info = TopicInfo("t", parts, dict.fromkeys(parts, 1), dict.fromkeys(parts, 0), parts)
+    cols = _INTAKE.columns("t", info, array, key_array, None, None)
+    for _part, start, stop in cols.runs:
+        builder = RecordBatchBuilder()
+        for pos, end in _runs(stop - start, run):
+            pos, end = pos + start, end + start
+            while pos < end:
+                count, _added = builder.append_columns(
+                    TS, cols.keys, cols.values, cols.headers, pos, end, limit
+                )
+                pos += count
+                if pos < end:
+                    builder = RecordBatchBuilder()
+
+
+_INTAKE = Producer("localhost:9092").intake
+
+
 def _cpu_per_record(run: Callable[[], None], records: int, rounds: int) -> float:
     samples = []
     for _ in range(rounds):
@@ -99,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-        _fill_columns(binary, key_array, 16384, args.run)
+        _fill_bulk(binary, key_array, 16384, args.run)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
         return 0
@@ -108,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         ("append_many", lambda limit: _fill_many(values, keys, limit, args.run)),
         ("columns/binary", lambda limit: _fill_columns(binary, key_array, limit, args.run)),
         ("columns/string", lambda limit: _fill_columns(string, key_array, limit, args.run)),
+        ("bulk/arrow", lambda limit: _fill_bulk(binary, key_array, limit, args.run)),
     ]
     limits = (16384, 1 << 20)
     print(f"{n} records of 100 B{' with 10-B keys' if keys else ''}, median of {args.rounds}")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
-from aioproducer import SerializationError, SyncProducer  # noqa: E402
+from aioproducer import Producer, SerializationError, SyncProducer  # noqa: E402
 from aioproducer.protocol.columnar import BinaryColumn  # noqa: E402
 from aioproducer.testing import FakeCluster  # noqa: E402
 
@@ -34,11 +34,15 @@ def _as_map(items: list[Any]) -> Any:
     return pa.array(items, pa.map_(pa.string(), pa.binary()))
 
 
+# The checks a producer makes (header keys, values): one producer's, never started.
+_INTAKE = Producer("localhost:9092").intake
+
+
 def _encoded(column: Any, count: int) -> list[bytes | None]:
     from aioproducer.columns import _header_column
 
     errors: list[Any] = []
-    out = _header_column(column, count, lambda i, e: errors.append((i, e)))
+    out = _header_column(_INTAKE, column, count, lambda i, e: errors.append((i, e)))
     assert errors == []
     return out.to_pylist()
 

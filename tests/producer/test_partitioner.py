@@ -61,8 +61,14 @@ def test_every_murmur2_loop_agrees_whichever_runs_here(keys: list[bytes], pad: b
     for key, a, b in zip(keys, starts, starts[1:], strict=False):
         assert partitioner._murmur2(raw, a, b) == partitioner._murmur2_words(key)
         assert partitioner._murmur2_words(key) == murmur2(key) & 0xFFFFFFFF
-    assert partitioner._column_partitions(raw, starts, 7) == [
+    offsets = b"".join(start.to_bytes(8, "little") for start in starts)
+    assert partitioner._column_partitions(raw, offsets, len(keys), 7) == bytes(
         partition_for_key(key, 7) for key in keys
+    )
+    # Over 256 partitions, two bytes per key (little-endian).
+    wide = partitioner._column_partitions(raw, offsets, len(keys), 1000)
+    assert [int.from_bytes(wide[2 * i : 2 * i + 2], "little") for i in range(len(keys))] == [
+        partition_for_key(key, 1000) for key in keys
     ]
 
 
@@ -85,7 +91,12 @@ def _expected(keys: list[bytes | None], num_partitions: int) -> list[int | None]
 
 # No deadline: the first example pays for importing numpy and pyarrow.
 @settings(deadline=None)
-@given(_KEYS, st.integers(1, 5000), st.sampled_from(["binary", "large_binary"]), st.data())
+@given(
+    _KEYS,
+    st.one_of(st.integers(1, 5000), st.integers(65530, 70000)),
+    st.sampled_from(["binary", "large_binary"]),
+    st.data(),
+)
 def test_partitions_for_keys_equals_partition_for_key(
     keys: list[bytes | None], num_partitions: int, kind: str, data: st.DataObject
 ) -> None:

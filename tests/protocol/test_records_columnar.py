@@ -14,7 +14,7 @@ pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 
 from aioproducer.errors import SerializationError  # noqa: E402
-from aioproducer.protocol import columnar  # noqa: E402
+from aioproducer.protocol import column_view, columnar  # noqa: E402
 from aioproducer.protocol.columnar import BinaryColumn  # noqa: E402
 from aioproducer.protocol.compression import Codec  # noqa: E402
 from aioproducer.protocol.records import (  # noqa: E402
@@ -42,11 +42,11 @@ ARROW_TYPES = ["binary", "string", "large_binary", "large_string"]
 @pytest.fixture(params=["views", "take", "numpy"])
 def interleave(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every way of the final copy: pyarrow's binary_view cast or take, or numpy alone."""
-    old = columnar.USE_ARROW, columnar.USE_VIEWS
-    columnar.USE_ARROW = request.param != "numpy"
-    columnar.USE_VIEWS = request.param == "views"
+    old = column_view.USE_ARROW, column_view.USE_VIEWS
+    column_view.USE_ARROW = request.param != "numpy"
+    column_view.USE_VIEWS = request.param == "views"
     yield request.param
-    columnar.USE_ARROW, columnar.USE_VIEWS = old
+    column_view.USE_ARROW, column_view.USE_VIEWS = old
 
 
 def encoded(items: list[str | None] | None) -> list[bytes | None] | None:
