@@ -417,11 +417,11 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
     """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
 
     PySpark workers cannot be profiled from the driver, so this runs the same function
-    (``aioproducer._spark_tasks.write_arrow``) in this process on one partition's worth of rows.
+    (``aioproducer.spark._tasks.write_arrow``) in this process on one partition's worth of rows.
     """
     import pyarrow as pa
 
-    from aioproducer import _spark_tasks
+    from aioproducer.spark import _tasks as _spark_tasks
 
     columns = ["key", "value"] if keyed else ["value"]
     table = df.select(*columns).limit(250_000).toArrow()
