@@ -27,6 +27,13 @@ def spark() -> Iterator[Any]:
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # PySpark finds the aioproducer data source by scanning sys.path for top-level
+    # pyspark_* modules, which an editable install's import hook does not show: put the
+    # checkout on the workers' path, where a wheel install would have put the package.
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, *paths) if p)
     builder = SparkSession.builder
     jars = _kafka_sink_jars()
     if jars:

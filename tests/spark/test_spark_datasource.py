@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from conftest import NewTopic
 
 
+@pytest.fixture(autouse=True)
+def _active_session(spark: Any) -> None:
+    # Spark looks a Python data source up in the JVM thread's active session; the py4j
+    # thread serving a test may not have it (a user's driver, which made the session in
+    # the same thread, does).
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def rows_df(spark: Any, n: int, *, parts: int = 4) -> Any:
     """Keyed and keyless rows, headers, some explicit partitions, and a topic column the
     ``topic`` option overrides."""
@@ -66,8 +74,8 @@ def test_the_same_records_as_spark_kafka_sink(
         )
         writer.mode("append").save()
 
-    save("kafka", theirs)
     save("aioproducer", ours)  # no register() call: PySpark found it by itself
+    save("kafka", theirs)
 
     got = consume_all(kafka.bootstrap_servers, ours, expected=n)
     want = consume_all(kafka.bootstrap_servers, theirs, expected=n)
