@@ -23,9 +23,11 @@ Kafka sink, unless the streaming option ``exactlyOnce`` is ``true``.
 
 Batch writes need ``.mode("append")``: Spark itself refuses ``errorifexists`` (its
 default) and ``ignore`` for Python data sources, and ``overwrite`` is refused here (a
-topic cannot be truncated). Streaming writes run on micro-batch triggers; a continuous
-trigger is refused at its first epoch, since Spark never calls a Python sink's tasks
-then and its rows would be lost silently.
+topic cannot be truncated). Streaming writes run on micro-batch triggers. Spark never
+calls a Python sink's tasks on a continuous trigger, and nothing tells the data source
+which trigger a query has: if Spark commits an epoch whose tasks returned no message the
+commit fails the query (:class:`ContinuousTriggerError`), but with PySpark 4.3 such a
+query was seen to run without ever committing, writing nothing. Use micro-batch triggers.
 
 This module imports pyspark: import it only where pyspark is installed.
 """
@@ -65,9 +67,10 @@ __all__ = [
 class ContinuousTriggerError(ConfigError):
     """A streaming write to the ``aioproducer`` data source ran on a continuous trigger.
 
-    Spark never runs a Python sink's tasks on a continuous trigger: each epoch would
-    commit with no rows written. Use a micro-batch trigger (``processingTime``,
-    ``availableNow``).
+    Spark never runs a Python sink's tasks on a continuous trigger: an epoch it commits
+    has no rows written. Raised when such a commit arrives; Spark may also never commit
+    (the query then runs and writes nothing). Use a micro-batch trigger
+    (``processingTime``, ``availableNow``).
     """
 
 

@@ -133,12 +133,12 @@ def _write(df: Any, options: dict[str, str], mode: str = "append") -> None:
         ({"kafka.ssl.truststore.type": "JKS"}, None, r"'JKS' is not supported: give PEM"),
         ({"kafka.bootstrap.servers": None}, None, r"'kafka\.bootstrap\.servers' is required"),
         ({"exactlyOnce": "true"}, None, r"'exactlyOnce' applies to streaming writes"),
-        ({}, "cast(id AS string) AS values", r"no 'value' column.*did you mean 'values'"),
-        ({}, "id AS value", r"column 'value' is bigint; the Kafka sink needs string or binary"),
-        ({}, "'v' AS value, 1.5 AS key", r"column 'key' is decimal\(2,1\)"),
-        ({}, "'v' AS value, cast(1 AS bigint) AS partition", r"column 'partition' is bigint"),
-        ({}, "'v' AS value, map('a', 'b') AS headers", r"column 'headers' is map<string,string>"),
-        ({"topic": None}, "'v' AS value", r"no 'topic' column, and no 'topic' option"),
+        ({}, ("cast(id AS string) AS values",), r"no 'value' column.*did you mean 'values'"),
+        ({}, ("id AS value",), r"column 'value' is bigint; the Kafka sink needs string or binary"),
+        ({}, ("'v' AS value", "1.5 AS key"), r"column 'key' is decimal\(2,1\)"),
+        ({}, ("'v' AS value", "cast(1 AS bigint) AS partition"), r"column 'partition' is bigint"),
+        ({}, ("'v' AS value", "map('a', 'b') AS headers"), r"'headers' is map<string,string>"),
+        ({"topic": None}, ("'v' AS value",), r"no 'topic' column, and no 'topic' option"),
     ],
 )
 def test_a_bad_option_or_column_fails_before_any_task(
@@ -146,12 +146,12 @@ def test_a_bad_option_or_column_fails_before_any_task(
     kafka: KafkaCluster,
     topic: str,
     options: dict[str, Any],
-    columns: str | None,
+    columns: tuple[str, ...] | None,
     message: str,
 ) -> None:
     base: dict[str, Any] = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic}
     merged = {k: v for k, v in {**base, **options}.items() if v is not None}
-    df = spark.range(0, 10, 1, 2).selectExpr(columns or "cast(id AS string) AS value")
+    df = spark.range(0, 10, 1, 2).selectExpr(*(columns or ("cast(id AS string) AS value",)))
     group = f"bad-{time.monotonic_ns()}"
     spark.sparkContext.setJobGroup(group, "a write that must not start")
     try:
@@ -228,8 +228,12 @@ def test_transactional_id_prefix_makes_each_task_one_transaction(
             "transactionalIdPrefix": f"{topic}-tx",
         },
     )
-    records = consume_all(kafka.bootstrap_servers, topic, expected=2000)
-    assert sorted(int(r.value or b"") for r in records) == list(range(2000))
+    from test_spark_transactions import read_back
+
+    committed = read_back(kafka.bootstrap_servers, topic)  # read_committed
+    assert sorted(int(v or b"") for rows in committed.values() for _k, v in rows) == list(
+        range(2000)
+    )
 
 
 def _parquet_source(spark: Any, folder: Path, start: int, n: int) -> None:
@@ -267,28 +271,6 @@ def test_streaming_micro_batches_at_least_once(
     assert sorted(int(r.value or b"") for r in records) == list(range(1500))
     for r in records:
         assert r.key == str(int(r.value or b"") % 11).encode()
-
-
-def test_a_continuous_trigger_is_refused(
-    spark: Any, kafka: KafkaCluster, topic: str, tmp_path: Path
-) -> None:
-    query = (
-        spark.readStream.format("rate")
-        .option("rowsPerSecond", "5")
-        .load()
-        .selectExpr("cast(value AS string) AS value")
-        .writeStream.format("aioproducer")
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("topic", topic)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(continuous="1 second")
-        .start()
-    )
-    try:
-        with pytest.raises(Exception, match="continuous trigger"):
-            query.awaitTermination(60)
-    finally:
-        query.stop()
 
 
 def test_pyspark_finds_the_data_source_without_registration(spark: Any) -> None:
