@@ -51,6 +51,12 @@ resumed within ``transaction.timeout.ms``, and the attempts whose messages Spark
 (speculation, duplicates after an executor loss) leave transactions that must be found and
 swept. Here a batch's rows become visible partition by partition, each all at once.
 
+The gap this leaves: Spark ends a Python sink's input alike when a task's rows are all
+there and when a failure upstream in the same task (its source or a UDF raising, the
+executor dying) cut them short. A task then commits what it received, with its marker,
+and its retry skips the rest. Only a commit from the driver, after Spark reported every
+task successful, closes it (the second design's first half).
+
 What it needs: a replayable source, and a replayed batch that puts the same rows in the
 same Spark partitions (a deterministic plan: no ``rand()``, no repartition on
 non-deterministic keys); ``kafka.transaction.timeout.ms`` longer than one task's work;
