@@ -50,17 +50,19 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("aioproducer-spark-datasource")
-    # Under spark-submit the JVM is already running (it passes its gateway port) and the
-    # master is whatever was submitted to; run directly, the example uses local cores.
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(args.master or "local[*]")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
     work = args.checkpoint or tempfile.mkdtemp(prefix="aioproducer-example-")
-    try:
-        with broker(args.bootstrap_servers, args.topic) as servers:
+    # The broker first: Spark finds Python data sources through the session that is
+    # active in the calling thread, so the session is made right before it is used.
+    with broker(args.bootstrap_servers, args.topic) as servers:
+        builder = SparkSession.builder.appName("aioproducer-spark-datasource")
+        # Under spark-submit the JVM is already running (it passes its gateway port) and
+        # the master is whatever was submitted to; run directly, it uses local cores.
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:
+            builder = builder.master(args.master or "local[*]")
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
 
             def rows(start: int) -> object:
                 return spark.range(start, start + args.rows).selectExpr(
@@ -99,8 +101,8 @@ def main() -> None:
             query.awaitTermination()
             streamed = sum(p["numInputRows"] for p in query.recentProgress)
             print(f"stream: wrote {streamed:,} rows to {args.topic!r}")
-    finally:
-        spark.stop()
+        finally:
+            spark.stop()
 
 
 if __name__ == "__main__":
