@@ -265,6 +265,10 @@ def _write_sink(
 ) -> dict[str, Any]:
     columns = ["key", "value"] if keyed else ["value"]
     batch = {"kafka.batch.size": str(st.batch_size)} if st.batch_size else {}
+    # Spark looks Python data sources up through the session active in the calling JVM
+    # thread, which the broker's start-up after the session's can leave unset.
+    session = df.sparkSession
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     (
         df.select(*columns)
         .write.format(fmt)
