@@ -74,7 +74,7 @@ def fail_once(servers: str, topic: str, after: int) -> Callable[[Iterator[Any]],
                 probe: Any = ck.Consumer({"bootstrap.servers": servers, "group.id": "probe"})
                 try:
                     parts = probe.list_topics(topic, timeout=10).topics[topic].partitions
-                    deadline = time.monotonic() + 30
+                    deadline = time.monotonic() + 10
                     while not any(
                         probe.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1]
                         for p in parts
