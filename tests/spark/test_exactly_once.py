@@ -91,6 +91,8 @@ def session(request: pytest.FixtureRequest, kafka: KafkaCluster, spark: Any) -> 
     if sink == "kafka":
         return sink, request.getfixturevalue("spark_kafka_sink")
     register(spark)
+    # Spark looks Python data sources up through the JVM thread's active session.
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
     return sink, spark
 
 
