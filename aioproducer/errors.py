@@ -403,6 +403,11 @@ for _code, _retriable, _doc in [
         False,
         "The broker does not support this compression type.",
     ),
+    (
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        True,
+        "An open transaction holds the offset; it is stable once the transaction ends.",
+    ),
     (ErrorCode.THROTTLING_QUOTA_EXCEEDED, True, "A quota was exceeded."),
     (ErrorCode.UNKNOWN_TOPIC_ID, True, "The topic id is not known."),
     (ErrorCode.INCONSISTENT_TOPIC_ID, True, "The topic id is inconsistent."),

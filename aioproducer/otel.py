@@ -295,7 +295,7 @@ class ProducerInstruments:
         return self.tracer.start_span(name, kind=self._kind, attributes=attributes)
 
     def task_done(self, span: Any, stats: Mapping[str, Any]) -> None:
-        """End a Spark task's span with its figures (``_spark_tasks`` stats row)."""
+        """End a Spark task's span with its figures (``aioproducer.spark._tasks`` stats row)."""
         span.set_attribute("messaging.batch.message_count", stats["records"])
         span.set_attribute("aioproducer.bulk.failed", stats["failed"])
         if stats["partition"] >= 0:

@@ -609,6 +609,22 @@ class Producer:
         """
         await self._transactions("send_offsets_to_transaction").send_offsets(offsets, group_id)
 
+    async def committed_offsets(
+        self, partitions: Iterable[tuple[str, int]], group_id: str
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """The offsets the group ``group_id`` committed for ``partitions``, as
+        ``{(topic, partition): (offset, metadata)}`` (offset -1 where it has none).
+
+        Only committed transactions count: while an open transaction holds an offset the
+        call waits (within ``max_block_ms``) until it ends. Called right after
+        :meth:`start`, it reads what the previous holder of the transactional id
+        committed with :meth:`send_offsets_to_transaction`, since starting aborted a
+        transaction it left open. Needs ``transactional_id`` and a broker that supports
+        OffsetFetch v7 (Kafka 2.5+).
+        """
+        txn = self._transactions("committed_offsets")
+        return await txn.committed_offsets(partitions, group_id)
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Producer]:
         """``async with producer.transaction():`` begins a transaction, commits it when the

@@ -562,6 +562,20 @@ class SyncProducer:
         :meth:`aioproducer.Producer.send_offsets_to_transaction`)."""
         self._transact(lambda producer: producer.send_offsets_to_transaction(offsets, group_id))
 
+    def committed_offsets(
+        self, partitions: Iterable[tuple[str, int]], group_id: str
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """The offsets ``group_id`` committed for ``partitions``, once no open transaction
+        holds them (see :meth:`aioproducer.Producer.committed_offsets`)."""
+        wanted = list(partitions)
+        found: dict[tuple[str, int], tuple[int, str | None]] = {}
+
+        async def step(producer: Producer) -> None:
+            found.update(await producer.committed_offsets(wanted, group_id))
+
+        self._transact(step)
+        return found
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SyncProducer]:
         """``with producer.transaction():`` begins a transaction, commits it when the block

@@ -65,7 +65,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -96,6 +96,8 @@ from .protocol.messages import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     InitProducerIdRequest,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     TxnOffsetCommitPartition,
     TxnOffsetCommitRequest,
 )
@@ -420,6 +422,61 @@ class TransactionManager:
             self.batch_failed(exc)
             raise
 
+    async def committed_offsets(
+        self, partitions: Iterable[tuple[str, int]], group_id: str
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """The offsets (and their metadata) ``group_id`` committed for ``partitions``;
+        offset -1 where it has none.
+
+        Asked with ``require_stable`` (OffsetFetch v7+): while an open transaction holds a
+        partition's offset the coordinator answers UNSTABLE_OFFSET_COMMIT, and the question
+        is asked again until that transaction ends (committed or aborted), within
+        ``max_block_ms``. Read right after :meth:`initialize`, it is the offset as the
+        last transaction of this id left it: an open one was aborted by the initialisation.
+        """
+        if not isinstance(group_id, str) or not group_id:
+            raise TransactionStateError(f"group_id must be a non-empty str, got {group_id!r}")
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(set(partitions)):
+            by_topic.setdefault(topic, []).append(partition)
+        if not by_topic:
+            return {}
+        deadline = time.monotonic() + self._max_block
+        attempts = 0
+        while True:
+            attempts += 1
+            response: OffsetFetchResponse = await self._call(
+                KEY_TYPE_GROUP,
+                group_id,
+                lambda: OffsetFetchRequest(group_id, list(by_topic.items()), require_stable=True),
+                deadline,
+                min_version=7,
+            )
+            found: dict[tuple[str, int], tuple[int, str | None]] = {}
+            unstable = False
+            for topic, results in response.offsets:
+                for result in results:
+                    code = result.error_code
+                    if code == ErrorCode.UNSTABLE_OFFSET_COMMIT:
+                        unstable = True
+                    elif code:
+                        raise error_for_code(
+                            code, f"OffsetFetch of {topic}[{result.partition_index}]"
+                        )
+                    found[(topic, result.partition_index)] = (
+                        result.committed_offset,
+                        result.metadata,
+                    )
+            if not unstable:
+                return found
+            delay = backoff(attempts, self._retry_min, self._retry_max)
+            if time.monotonic() + delay > deadline:
+                raise KafkaTimeoutError(
+                    f"the offsets of group {group_id!r} stayed held by an open transaction "
+                    f"for max_block_ms ({self.config.max_block_ms} ms)"
+                )
+            await anyio.sleep(delay)
+
     async def abort_on_close(self, timeout: float | None) -> None:
         """Abort a transaction left open when the producer closes (as Java does)."""
         if self.state not in (
@@ -570,9 +627,18 @@ class TransactionManager:
         )
         self._sender.adopt_producer(response.producer_id, response.producer_epoch)
 
-    async def _call(self, key_type: int, key: str, make: Callable[[], Any], deadline: float) -> Any:
+    async def _call(
+        self,
+        key_type: int,
+        key: str,
+        make: Callable[[], Any],
+        deadline: float,
+        *,
+        min_version: int = 0,
+    ) -> Any:
         """Send ``make()`` to the coordinator of ``key`` until it succeeds, retrying what
-        the coordinator asks to retry until ``deadline``; raises the typed error else."""
+        the coordinator asks to retry until ``deadline``; raises the typed error else.
+        A broker below ``min_version`` of the request raises ``UnsupportedVersionError``."""
         assert self._lock is not None
         attempts = 0
         async with self._lock:
@@ -583,6 +649,11 @@ class TransactionManager:
                 try:
                     conn = await self._coordinator(key_type, key)
                     version = _version(conn, request.API_KEY, self.tv2)
+                    if version < min_version:
+                        raise UnsupportedVersionError(
+                            f"{type(request).__name__} needs version {min_version} or later; "
+                            f"the broker offers {version}"
+                        )
                     response = await conn.request(request, version)
                     code = _first_error(response)
                     if code == ErrorCode.NONE:

@@ -6,7 +6,7 @@
         [--workload VALUE_SIZE:COMPRESSION:ROWS ...] [--rounds 3] [--batch-size 16384]
         [--buffer-memory 33554432]
         [--partitions 12] [--df-partitions 8] [--master local[2]] [--keyless] [--no-cache]
-        [--methods aioproducer,confluent,spark-kafka,arrow-floor] [--full-verify]
+        [--methods aioproducer,datasource,confluent,spark-kafka,arrow-floor] [--full-verify]
         [--profile] [--out bench/results/spark_compare.md]
 
 One SparkSession and one single-node Kafka started here. Each workload is one DataFrame
@@ -19,6 +19,9 @@ to a fresh topic, in interleaved rounds (every workload, every method, then the 
 round), after a warm-up of each:
 
 - ``aioproducer``: ``aioproducer.spark.write(df, topic, ...)``;
+- ``datasource``: ``df.write.format("aioproducer")`` with exactly the options given to
+  ``format("kafka")`` (the same Arrow task body as ``aioproducer``; Spark's own Arrow
+  batch size, as the data source cannot change the session's);
 - ``confluent``: confluent-kafka inside ``df.foreachPartition`` with a producer cached per
   worker and a flush per partition (``bench/spark_peers.py``);
 - ``spark-kafka``: Spark's own Kafka sink, ``df.write.format("kafka")``, with the
@@ -60,8 +63,8 @@ from pathlib import Path
 from typing import Any
 
 _ROOT = Path(__file__).resolve().parent.parent
-METHODS = ("aioproducer", "confluent", "spark-kafka", "arrow-floor")
-DEFAULT_METHODS = ("aioproducer", "confluent", "spark-kafka")
+METHODS = ("aioproducer", "datasource", "confluent", "spark-kafka", "arrow-floor")
+DEFAULT_METHODS = ("aioproducer", "datasource", "confluent", "spark-kafka")
 SEQ_DIGITS = 12
 _BROKER_JVM_ARGS = (
     "-XX:+UseSerialGC",
@@ -247,11 +250,29 @@ def write_spark_kafka(
     df: Any, topic: str, bootstrap: str, keyed: bool, st: Settings
 ) -> dict[str, Any]:
     """Spark's built-in Kafka sink (JVM kafka-clients, no Python workers)."""
+    return _write_sink("kafka", df, topic, bootstrap, keyed, st)
+
+
+def write_datasource(
+    df: Any, topic: str, bootstrap: str, keyed: bool, st: Settings
+) -> dict[str, Any]:
+    """The aioproducer data source, with exactly the options given to format("kafka")."""
+    return _write_sink("aioproducer", df, topic, bootstrap, keyed, st)
+
+
+def _write_sink(
+    fmt: str, df: Any, topic: str, bootstrap: str, keyed: bool, st: Settings
+) -> dict[str, Any]:
     columns = ["key", "value"] if keyed else ["value"]
     batch = {"kafka.batch.size": str(st.batch_size)} if st.batch_size else {}
+    # Spark looks Python data sources up through the session active in the calling JVM
+    # thread, which the broker's start-up after the session's can leave unset.
+    session = df.sparkSession
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     (
         df.select(*columns)
-        .write.format("kafka")
+        .write.format(fmt)
+        .mode("append")  # the JVM sink's default mode too; Python sources need it said
         .options(**batch)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.acks", "all")
@@ -283,6 +304,7 @@ WRITERS = {
     "aioproducer": write_aioproducer,
     "confluent": write_confluent,
     "spark-kafka": write_spark_kafka,
+    "datasource": write_datasource,
     "arrow-floor": write_arrow_floor,
 }
 
@@ -417,11 +439,11 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
     """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
 
     PySpark workers cannot be profiled from the driver, so this runs the same function
-    (``aioproducer._spark_tasks.write_arrow``) in this process on one partition's worth of rows.
+    (``aioproducer.spark._tasks.write_arrow``) in this process on one partition's worth of rows.
     """
     import pyarrow as pa
 
-    from aioproducer import _spark_tasks
+    from aioproducer.spark import _tasks as _spark_tasks
 
     columns = ["key", "value"] if keyed else ["value"]
     table = df.select(*columns).limit(250_000).toArrow()
@@ -648,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         "aioproducer": "aioproducer.spark.write (mapInArrow)",
         "confluent": "confluent-kafka in foreachPartition",
         "spark-kafka": "Spark Kafka sink (JVM)",
+        "datasource": 'format("aioproducer"), the same options',
         "arrow-floor": "mapInArrow doing nothing (floor)",
     }
     settings = Settings(ns.batch_size, "<workload's>", ns.buffer_memory)

@@ -471,3 +471,39 @@ def test_examples_start_a_throwaway_broker_only_without_flag_or_variable(
     err = capsys.readouterr().err
     assert "no --bootstrap-servers and no $KAFKA_BOOTSTRAP: starting a throwaway" in err
     assert _StubCluster.created == [("t", 2)]
+@pytest.mark.timeout(600)
+def test_spark_datasource_example(kafka: KafkaCluster, tmp_path: Path) -> None:
+    import json
+    import os
+
+    topic = "spark-datasource-example"
+    kafka.create_topic(topic, partitions=3)
+    # A fresh SparkSession with no register() call: PySpark's own lookup finds the data
+    # source. It scans sys.path for pyspark_* modules, which an editable install's import
+    # hook hides, so the checkout goes on the path where a wheel would put the package.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(EXAMPLES.parent), env.get("PYTHONPATH")) if p
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "spark_datasource.py"),
+            *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic),
+            *("--rows", "1000", "--master", "local[2]", "--checkpoint", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "batch: wrote 1,000 rows" in result.stdout
+    assert "stream: wrote 1,000 rows" in result.stdout
+    records = consume_all(kafka.bootstrap_servers, topic, expected=2000)
+    assert sorted(json.loads(r.value or b"")["id"] for r in records) == list(range(2000))
+    for r in records:
+        body = json.loads(r.value or b"")
+        assert r.key == f"user-{body['id'] % 1000}".encode()
+        assert body["amount"] == body["id"] * 3 % 100
+        assert r.headers == (("source", b"spark-example"),)

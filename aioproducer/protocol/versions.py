@@ -18,6 +18,7 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
@@ -47,6 +48,7 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 5),
         ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+        ApiKey.OFFSET_FETCH: (1, 7),
     }
 )
 
@@ -59,6 +61,7 @@ _TRANSACTIONAL: frozenset[ApiKey] = frozenset(
         ApiKey.ADD_OFFSETS_TO_TXN,
         ApiKey.END_TXN,
         ApiKey.TXN_OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
     }
 )
 
@@ -93,6 +96,7 @@ _FIRST_FLEXIBLE: Mapping[ApiKey, int | None] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: 3,
         ApiKey.END_TXN: 3,
         ApiKey.TXN_OFFSET_COMMIT: 3,
+        ApiKey.OFFSET_FETCH: 6,
         ApiKey.SASL_AUTHENTICATE: 2,
     }
 )

@@ -47,6 +47,9 @@ from aioproducer.protocol.messages import (
     ListOffsetsTopicResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     PartitionMetadata,
     ProducePartitionResponse,
     ProduceRequest,
@@ -441,6 +444,26 @@ def txn_offset_commit_response(v: int) -> st.SearchStrategy[TxnOffsetCommitRespo
     return st.builds(TxnOffsetCommitResponse, INT32, TOPIC_ERRORS)
 
 
+def offset_fetch_request(v: int) -> st.SearchStrategy[OffsetFetchRequest]:
+    topics = st.lists(st.tuples(TEXT, st.lists(INT32, **SMALL)), **SMALL)
+    return st.builds(
+        OffsetFetchRequest,
+        TEXT,
+        (st.none() | topics) if v >= 2 else topics,
+        when(v >= 7, st.booleans(), False),
+    )
+
+
+def offset_fetch_response(v: int) -> st.SearchStrategy[OffsetFetchResponse]:
+    partition = st.builds(OffsetFetchPartition, INT32, INT64, when(v >= 5, INT32, -1), NTEXT, INT16)
+    return st.builds(
+        OffsetFetchResponse,
+        when(v >= 3, INT32, 0),
+        st.lists(st.tuples(TEXT, st.lists(partition, **SMALL)), **SMALL),
+        when(v >= 2, INT16, 0),
+    )
+
+
 StrategyFor = Callable[[int], st.SearchStrategy[Any]]
 
 #: (request class, request strategy, response strategy) for every implemented API.
@@ -459,6 +482,7 @@ APIS: list[tuple[type[Request[Any]], StrategyFor, StrategyFor]] = [
     (AddOffsetsToTxnRequest, add_offsets_to_txn_request, add_offsets_to_txn_response),
     (EndTxnRequest, end_txn_request, end_txn_response),
     (TxnOffsetCommitRequest, txn_offset_commit_request, txn_offset_commit_response),
+    (OffsetFetchRequest, offset_fetch_request, offset_fetch_response),
 ]
 
 

@@ -27,8 +27,9 @@ IDS = [f"{cls.__name__[: -len('Request')]}-v{v}" for cls, v, _, _ in CASES]
 def test_every_version_is_covered() -> None:
     # ApiVersions, Metadata, Produce, InitProducerId, SaslHandshake, SaslAuthenticate,
     # CreateTopics, Fetch (4-12), ListOffsets (1-11), FindCoordinator (0-6),
-    # AddPartitionsToTxn (0-5), AddOffsetsToTxn (0-4), EndTxn (0-5), TxnOffsetCommit (0-5).
-    assert len(CASES) == 5 + 13 + 10 + 6 + 2 + 3 + 6 + 9 + 11 + 7 + 6 + 5 + 6 + 6
+    # AddPartitionsToTxn (0-5), AddOffsetsToTxn (0-4), EndTxn (0-5), TxnOffsetCommit (0-5),
+    # OffsetFetch (1-7).
+    assert len(CASES) == 5 + 13 + 10 + 6 + 2 + 3 + 6 + 9 + 11 + 7 + 6 + 5 + 6 + 6 + 7
 
 
 @pytest.mark.parametrize(("cls", "version", "requests", "responses"), CASES, ids=IDS)

@@ -24,6 +24,7 @@ TRANSACTION_APIS = {
     ApiKey.ADD_OFFSETS_TO_TXN,
     ApiKey.END_TXN,
     ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
 }
 
 # What a 4.3.1 broker advertises by default (Produce min 0 is the KAFKA-18659 workaround).
@@ -32,6 +33,7 @@ BROKER_431 = {
     1: (4, 18),
     2: (1, 11),
     3: (0, 13),
+    9: (1, 10),
     10: (0, 6),
     17: (0, 1),
     18: (0, 4),
@@ -52,6 +54,7 @@ def test_api_key_values() -> None:
         ("FETCH", 1),
         ("LIST_OFFSETS", 2),
         ("METADATA", 3),
+        ("OFFSET_FETCH", 9),
         ("FIND_COORDINATOR", 10),
         ("SASL_HANDSHAKE", 17),
         ("API_VERSIONS", 18),
@@ -79,6 +82,7 @@ def test_client_versions() -> None:
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 5),
         ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+        ApiKey.OFFSET_FETCH: (1, 7),
     }
 
 
@@ -107,6 +111,7 @@ def test_add_partitions_to_txn_decodes_the_broker_versions_too() -> None:
         (ApiKey.ADD_OFFSETS_TO_TXN, 3),
         (ApiKey.END_TXN, 3),
         (ApiKey.TXN_OFFSET_COMMIT, 3),
+        (ApiKey.OFFSET_FETCH, 6),
     ],
 )
 def test_is_flexible(api_key: ApiKey, first_flexible: int) -> None:
@@ -138,6 +143,7 @@ def test_negotiate_with_431_broker() -> None:
         ApiKey.ADD_OFFSETS_TO_TXN: 4,
         ApiKey.END_TXN: 5,
         ApiKey.TXN_OFFSET_COMMIT: 5,
+        ApiKey.OFFSET_FETCH: 7,
     }
 
 

@@ -91,3 +91,27 @@ def test_spark_functions_example_on_a_standalone_cluster(
     for where in located:
         body = landed[where["partition"], where["offset"]]
         assert (body["via"], body["id"]) == (where["via"], where["id"])
+
+
+def test_spark_datasource_example_on_a_standalone_cluster(
+    spark_standalone: Any, kafka: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    # Batch and streaming writes through format("aioproducer"), found by PySpark's own
+    # lookup (no register call), with tasks on both workers.
+    topic = new_topic(3)
+    result = spark_standalone.submit(
+        EXAMPLES / "spark_datasource.py",
+        *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic),
+        *("--rows", "3000", "--checkpoint", str(tmp_path)),
+    )
+
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "batch: wrote 3,000 rows" in result.stdout
+    assert "stream: wrote 3,000 rows" in result.stdout
+    ran_on_the_cluster(spark_standalone, "aioproducer-spark-datasource")
+    records = consume_all(kafka.bootstrap_servers, topic, expected=6000)
+    assert sorted(json.loads(r.value or b"")["id"] for r in records) == list(range(6000))
+    for r in records:
+        body = json.loads(r.value or b"")
+        assert r.key == f"user-{body['id'] % 1000}".encode()
+        assert r.headers == (("source", b"spark-example"),)

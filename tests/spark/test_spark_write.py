@@ -155,7 +155,7 @@ def test_the_task_function_pickles_as_settings_only(
 ) -> None:
     from pyspark import cloudpickle
 
-    from aioproducer._spark_tasks import ArrowTask, make_spec
+    from aioproducer.spark._tasks import ArrowTask, make_spec
 
     df = spark.range(1).selectExpr("cast(id AS string) AS value")
     spec = make_spec(
@@ -237,7 +237,7 @@ def test_arrow_batches_with_null_topics_and_a_too_large_record(
     pa = pytest.importorskip("pyarrow")
     from pyspark.sql import types as T
 
-    from aioproducer import _spark_tasks
+    from aioproducer.spark import _tasks as _spark_tasks
 
     first, second = new_topic(2), new_topic(2)
     big = "x" * 5000

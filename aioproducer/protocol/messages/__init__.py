@@ -1,7 +1,7 @@
 """Request and response codecs for the APIs a producer uses (and Fetch/ListOffsets for reading back).
 
 The transaction APIs (FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
-EndTxn) are here too.
+EndTxn) are here too, and OffsetFetch, to read back an offset committed in a transaction.
 
 Each request class has ``API_KEY``, ``RESPONSE`` (its response class), ``encode_body`` and
 ``decode_body``; each response class has ``API_KEY``, ``decode_body`` and ``encode_body``.
@@ -67,6 +67,11 @@ from aioproducer.protocol.messages.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from aioproducer.protocol.messages.offset_fetch import (
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 from aioproducer.protocol.messages.produce import (
     ProducePartitionResponse,
     ProduceRequest,
@@ -125,6 +130,9 @@ __all__ = [
     "ListOffsetsTopicResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetFetchPartition",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
     "PartitionMetadata",
     "ProducePartitionResponse",
     "ProduceRequest",
@@ -157,6 +165,7 @@ _REQUESTS: tuple[type[Request[Any]], ...] = (
     AddOffsetsToTxnRequest,
     EndTxnRequest,
     TxnOffsetCommitRequest,
+    OffsetFetchRequest,
 )
 
 #: The request class of each implemented API.

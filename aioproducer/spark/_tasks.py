@@ -1,4 +1,5 @@
-"""Package-internal: what runs inside Spark's Python workers for :mod:`aioproducer.spark`.
+"""Package-internal: what runs inside Spark's Python workers for :mod:`aioproducer.spark`
+(:func:`~aioproducer.spark.write` and the ``aioproducer`` data source).
 
 The settings a task needs travel as a :class:`Spec` (plain picklable data, checked on the
 driver by :func:`make_spec`). In the worker, :func:`run_task` leases a
@@ -23,10 +24,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .config import ProducerConfig
-from .errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
-from .producer import Producer
-from .sync import SyncProducer
+from ..config import ProducerConfig
+from ..errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
+from ..producer import Producer
+from ..sync import SyncProducer
+from ._errors import SparkWriteError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -439,7 +441,12 @@ def _run_task(spec: Spec, body: Any) -> dict[str, Any]:
     result = TaskResult()
     try:
         before = producer.tally()
-        body(producer, result)
+        try:
+            body(producer, result)
+        except Exception as exc:
+            # The task cannot go on (no metadata from the brokers, say): fail it with the
+            # typed error naming the cause, which the driver finds in Spark's report.
+            raise _task_failed(exc) from exc
         try:
             producer.flush(spec.flush_timeout)
         except KafkaTimeoutError:
@@ -463,6 +470,17 @@ def _run_task(spec: Spec, body: Any) -> dict[str, Any]:
     delivered = taken - (after.failed - before.failed)
     result.records = taken + result.failed_early
     return _task_stats(result, name, tasks, delivered, failed, first, started)
+
+
+def _task_failed(exc: Exception) -> SparkWriteError:
+    from pyspark import TaskContext
+
+    if isinstance(exc, SparkWriteError):
+        return exc
+    tc = TaskContext.get()
+    where = f"partition {tc.partitionId()} (attempt {tc.attemptNumber()})" if tc else "a task"
+    cause = _describe(exc)
+    return SparkWriteError(f"{where} failed: {cause}", first_error=cause)
 
 
 def _run_transaction(spec: Spec, prefix: str, body: Any) -> dict[str, Any]:
@@ -499,8 +517,6 @@ def _run_transaction(spec: Spec, prefix: str, body: Any) -> dict[str, Any]:
     except Exception as exc:
         sent = _sent_since(producer, before)
         _abort_and_close(producer)
-        from .spark import SparkWriteError  # the public error; spark imports this module
-
         cause = _describe(exc)
         raise SparkWriteError(
             f"transaction {txn_id!r} of partition {partition} (attempt {attempt}) was "

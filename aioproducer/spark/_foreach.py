@@ -15,9 +15,9 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._spark_producer import TaskProducer, close_block, open_block
-from ._spark_tasks import DEFAULT_KEY, check_config
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
+from ._producer import TaskProducer, close_block, open_block
+from ._tasks import DEFAULT_KEY, check_config
 
 __all__ = ["KafkaForeachWriter"]
 

@@ -1,30 +1,5 @@
-"""Write a Spark DataFrame to Kafka from PySpark's Python workers, losing nothing.
-
-::
-
-    from aioproducer import spark as kafka_spark
-
-    report = kafka_spark.write(df, "events", bootstrap_servers="broker:9092", linger_ms=10)
-    print(report.records, report.rows_per_second)
-
-:func:`write` runs ``df.mapInArrow`` with a function whose closure holds only settings. In
-each Python worker it takes a :class:`~aioproducer.SyncProducer` from a per-process cache
-(created after the worker was forked, reused by the worker's next tasks), hands it every
-Arrow batch through the bulk path, and flushes before the task returns, so a task succeeds
-only once each of its records is acknowledged: nothing is left in a queue when PySpark
-ends the worker with ``os._exit`` or a kill. Each task returns one row of figures; the
-driver runs exactly one action over them and raises :class:`SparkWriteError` if any record
-failed. :func:`partition_writer` does the same for ``rdd.foreachPartition`` over rows.
-
-Delivery is at least once: Spark reruns a failed task from its start, with a new producer.
-With ``transactional_id_prefix`` each task is one Kafka transaction (id
-``"<prefix>-<partition index>"``, so a rerun fences the attempt it replaces), committed
-after its last row: ``read_committed`` consumers see a task's rows all or none. Those
-producers are made per task and never cached (see :func:`write`).
-
-pyspark and pyarrow are imported only when these functions run; ``import aioproducer``
-never needs them.
-"""
+"""Package-internal: :func:`aioproducer.spark.write` and :func:`~aioproducer.spark.partition_writer`
+(the driver side of a write over ``mapInArrow``, and ``foreachPartition`` over rows)."""
 
 from __future__ import annotations
 
@@ -35,9 +10,10 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._spark_foreach import KafkaForeachWriter
-from ._spark_producer import TaskProducer, producer, send_series
-from ._spark_tasks import (
+from ..errors import InvalidArgumentError
+from ..sync import SyncProducer
+from ._errors import PartitionReport, SparkWriteError, WriteReport
+from ._tasks import (
     DEFAULT_KEY,
     STATS_DDL,
     ArrowTask,
@@ -50,24 +26,9 @@ from ._spark_tasks import (
     send,
     send_grouped,
 )
-from .errors import InvalidArgumentError, KafkaError
-from .sync import SyncProducer
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
-
-__all__ = [
-    "KafkaForeachWriter",
-    "PartitionReport",
-    "PartitionWriter",
-    "SparkWriteError",
-    "TaskProducer",
-    "WriteReport",
-    "partition_writer",
-    "producer",
-    "send_series",
-    "write",
-]
 
 # Rows sent per bulk call from foreachPartition's row iterator.
 _ROW_CHUNK = 10_000
@@ -85,102 +46,6 @@ _ARROW_WANTED = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
 }
-
-
-# -- what the driver gets back -------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class PartitionReport:
-    """What one Spark task wrote: its partition, its counts and the producer it used.
-
-    ``producer`` names the producer (``"<pid>-<n>"``) and ``producer_tasks`` counts the
-    tasks it has served so far, this one included: above 1 means the worker reused it.
-    """
-
-    partition: int
-    attempt: int
-    pid: int
-    records: int
-    bytes: int
-    delivered: int
-    failed: int
-    first_error: str | None
-    producer: str
-    producer_tasks: int
-    elapsed_s: float
-
-
-@dataclasses.dataclass(frozen=True)
-class WriteReport:
-    """The outcome of :func:`write`: totals, the first error and one entry per partition.
-
-    ``bytes`` counts keys and values as sent (before compression and framing).
-    """
-
-    topic: str | None
-    records: int
-    bytes: int
-    delivered: int
-    failed: int
-    first_error: str | None
-    elapsed_s: float
-    partitions: list[PartitionReport]
-
-    @property
-    def rows_per_second(self) -> float:
-        """Records written per second of the whole write (driver wall time)."""
-        return self.records / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def producers(self) -> int:
-        """How many distinct producers the tasks used."""
-        return len({p.producer for p in self.partitions})
-
-    @property
-    def reused_producer_tasks(self) -> int:
-        """Tasks that ran on a producer an earlier task of the same worker had created."""
-        return sum(1 for p in self.partitions if p.producer_tasks > 1)
-
-
-class SparkWriteError(KafkaError):
-    """Some records of a Spark write were not delivered.
-
-    ``report`` is the full :class:`WriteReport`, or ``None`` when a task raised it (from
-    :func:`partition_writer`, or a transactional task whose transaction was aborted: then
-    :func:`write` raises it with the last failed attempt's message and ``first_error``);
-    ``first_error``, ``failed`` and ``records`` summarise it.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        report: WriteReport | None = None,
-        first_error: str | None = None,
-        failed: int = 0,
-        records: int = 0,
-    ) -> None:
-        super().__init__(message)
-        self.report = report
-        self.first_error = first_error
-        self.failed = failed
-        self.records = records
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Raised inside executors too: it must survive pickling with its figures.
-        return (
-            _rebuild_error,
-            (str(self), self.report, self.first_error, self.failed, self.records),
-        )
-
-
-def _rebuild_error(
-    message: str, report: WriteReport | None, first: str | None, failed: int, records: int
-) -> SparkWriteError:
-    return SparkWriteError(
-        message, report=report, first_error=first, failed=failed, records=records
-    )
 
 
 # -- the driver side ----------------------------------------------------------------------------
@@ -250,10 +115,7 @@ def write(
     # Exactly one full action: every further action on stats_df would write everything
     # again, and limit-style actions (first, show, take) would run only some partitions.
     with _arrow_batches(df):
-        if spec.transactional_id_prefix is None:
-            rows = [row.asDict() for row in stats_df.collect()]
-        else:
-            rows = _collect_transactional(stats_df)
+        rows = _collect(stats_df)
     elapsed = time.perf_counter() - started
     return _report(spec.topic, rows, elapsed)
 
@@ -278,21 +140,31 @@ def _arrow_batches(df: Any) -> Iterator[None]:
             conf.unset(key)
 
 
-def _collect_transactional(stats_df: Any) -> list[dict[str, Any]]:
-    """Collect the tasks' figures; a task that ran out of retries raises SparkWriteError."""
+def _collect(stats_df: Any) -> list[dict[str, Any]]:
+    """Collect the tasks' figures; a task that failed outright (its retries run out)
+    raises :class:`SparkWriteError` here, naming the task and the cause."""
     try:
         return [row.asDict() for row in stats_df.collect()]
     except Exception as exc:
-        # Spark hands the driver the worker's traceback as text, not the exception: find
-        # the task's own message in it (the last one is the final attempt's).
-        found = re.findall(r"SparkWriteError: (transaction .*?)\s*$", str(exc), re.MULTILINE)
-        if not found:
+        error = task_error(exc)
+        if error is None:
             raise
-        message = found[-1]
+        raise error from None  # the cause is in the message; Spark's chain is pages long
+
+
+def task_error(exc: BaseException) -> SparkWriteError | None:
+    """The :class:`SparkWriteError` a task raised, found in the exception Spark gave the
+    driver (which carries the worker's traceback as text), or ``None``."""
+    # The last one is the final attempt's.
+    found = re.findall(r"SparkWriteError: (.*?)\s*$", str(exc), re.MULTILINE)
+    if not found:
+        return None
+    message = found[-1]
+    if message.startswith("transaction "):
         cause = message.split(" is committed: ", 1)[-1]
-        raise SparkWriteError(
-            f"a transactional write failed: {message}", first_error=cause
-        ) from exc
+        return SparkWriteError(f"a transactional write failed: {message}", first_error=cause)
+    cause = message.split(" failed: ", 1)[-1]
+    return SparkWriteError(f"the write failed: {message}", first_error=cause)
 
 
 def _report(topic: str | None, rows: list[dict[str, Any]], elapsed: float) -> WriteReport:

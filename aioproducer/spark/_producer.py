@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ._spark_tasks import lease_producer
-from .errors import InvalidArgumentError
-from .intake import Headers
-from .sync import BulkFuture, DeliveryFuture, SyncProducer
+from ..errors import InvalidArgumentError
+from ..intake import Headers
+from ..sync import BulkFuture, DeliveryFuture, SyncProducer
+from ._errors import SparkWriteError
+from ._tasks import lease_producer
 
 __all__ = ["TaskProducer", "producer", "send_series"]
 
@@ -189,8 +190,6 @@ def close_block(
     finally:
         give_back()
     if failed:
-        from .spark import SparkWriteError
-
         first_error = f"{type(first).__name__}: {first}" if first is not None else None
         raise SparkWriteError(
             f"{failed} of {task.sent} records sent in aioproducer.spark.producer() failed to "
