@@ -471,6 +471,8 @@ def test_examples_start_a_throwaway_broker_only_without_flag_or_variable(
     err = capsys.readouterr().err
     assert "no --bootstrap-servers and no $KAFKA_BOOTSTRAP: starting a throwaway" in err
     assert _StubCluster.created == [("t", 2)]
+
+
 @pytest.mark.timeout(600)
 def test_spark_datasource_example(kafka: KafkaCluster, tmp_path: Path) -> None:
     import json
