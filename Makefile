@@ -38,7 +38,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict examples
 
 pytest: $(STAMP) kafka-fetch
-	$(PY) -m pytest -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider --durations=30
 
 # The documentation site, into site/; --strict turns a broken link, an unresolved reference
 # or a public name without a docstring into a failure.
