@@ -600,14 +600,21 @@ class Producer:
         await self._transactions("abort_transaction").abort()
 
     async def send_offsets_to_transaction(
-        self, offsets: Mapping[tuple[str, int], int], group_id: str
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_id: str,
+        *,
+        metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
         """Commit consumer offsets as part of the transaction (consume-transform-produce).
 
         ``offsets`` maps ``(topic, partition)`` to the next offset the group ``group_id``
         should consume. They are committed with the transaction and dropped if it aborts.
+        ``metadata`` optionally gives a partition's offset a metadata string (Java's
+        ``OffsetAndMetadata.metadata()``), which :meth:`committed_offsets` reads back.
         """
-        await self._transactions("send_offsets_to_transaction").send_offsets(offsets, group_id)
+        txn = self._transactions("send_offsets_to_transaction")
+        await txn.send_offsets(offsets, group_id, metadata)
 
     async def committed_offsets(
         self, partitions: Iterable[tuple[str, int]], group_id: str

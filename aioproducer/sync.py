@@ -556,11 +556,19 @@ class SyncProducer:
         self._transact(Producer.abort_transaction)
 
     def send_offsets_to_transaction(
-        self, offsets: Mapping[tuple[str, int], int], group_id: str
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_id: str,
+        *,
+        metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
-        """Commit consumer offsets with the transaction (see
+        """Commit consumer offsets (and their metadata) with the transaction (see
         :meth:`aioproducer.Producer.send_offsets_to_transaction`)."""
-        self._transact(lambda producer: producer.send_offsets_to_transaction(offsets, group_id))
+        self._transact(
+            lambda producer: producer.send_offsets_to_transaction(
+                offsets, group_id, metadata=metadata
+            )
+        )
 
     def committed_offsets(
         self, partitions: Iterable[tuple[str, int]], group_id: str

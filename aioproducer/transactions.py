@@ -380,14 +380,31 @@ class TransactionManager:
             )
         self._finish()
 
-    async def send_offsets(self, offsets: Mapping[tuple[str, int], int], group_id: str) -> None:
-        """Add consumer offsets to the transaction: committed with it, dropped on abort."""
+    async def send_offsets(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_id: str,
+        metadata: Mapping[tuple[str, int], str] | None = None,
+    ) -> None:
+        """Add consumer offsets (with their metadata strings, where given) to the
+        transaction: committed with it, dropped on abort."""
         if not isinstance(group_id, str) or not group_id:
             raise TransactionStateError(f"group_id must be a non-empty str, got {group_id!r}")
+        notes = dict(metadata or {})
+        stray = [tp for tp in notes if tp not in offsets]
+        if stray:
+            raise TransactionStateError(f"metadata for partitions without an offset: {stray!r}")
+        for tp, text in notes.items():
+            if not isinstance(text, str):
+                raise TransactionStateError(f"metadata of {tp!r} must be a str, got {text!r}")
         self.check_send()
         by_topic: dict[str, list[TxnOffsetCommitPartition]] = {}
         for (topic, partition), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append(TxnOffsetCommitPartition(partition, offset))
+            by_topic.setdefault(topic, []).append(
+                TxnOffsetCommitPartition(
+                    partition, offset, committed_metadata=notes.get((topic, partition))
+                )
+            )
         if not by_topic:
             return
         sender = self._sender

@@ -26,17 +26,24 @@ The design chosen: each task commits its own transaction, with a marker
 Every Spark partition ``p`` of a query has one transactional id, ``<prefix>-<p>``, the same
 for every attempt, micro-batch and restart, and one marker: the offset of partition 0 of
 the sink topic in the group ``<transactional id>@<query id>``, holding the last batch id
-whose rows that partition committed. A task of batch ``N``:
+whose rows that partition committed, and in its metadata how many of that batch's rows
+(counted in input order) are committed. A task of batch ``N``:
 
 1. initialises its id: any earlier attempt of this partition is fenced, and the
    transaction it left open is aborted (a retry after a failure midway, a killed worker, a
    speculative copy, a task of a driver that died);
-2. reads the marker with ``requireStable``; if it holds ``N`` (or later), this partition of
-   batch ``N`` is already in Kafka: the task sends nothing;
-3. otherwise it sends its rows and commits the marker ``N`` with them in one transaction.
+2. reads the marker with ``requireStable``; if it holds a later batch, or ``N`` with at
+   least as many rows as this attempt has, this partition of batch ``N`` is already in
+   Kafka: the task sends nothing;
+3. otherwise it sends the rows after the ``k`` the marker says are committed (all of them
+   for a new batch) and commits the marker ``N`` with its new count in one transaction.
 
-So each partition of each batch is committed once: by the first attempt to commit, with
-every later attempt fenced before it could or finding the marker after. The driver's
+So each row of each partition of each batch is committed once: by the first attempt to
+commit it, with every later attempt fenced before it could or skipping it after. The
+row count matters because Spark ends a Python sink's input alike when a task's rows are
+all there and when a failure upstream in the same task (its source or a UDF raising)
+cut them short: such an attempt commits the rows it received, with their count, and its
+retry, which reads the same input again, sends only the rows after them. The driver's
 ``commit`` and ``abort`` have nothing left to do, and a replay of a batch Spark already
 saw succeed (its ``commits/N`` missing) writes nothing again. The marker group's name
 carries the query id, so a new query (a new checkpoint) starts with no markers even when
@@ -51,16 +58,11 @@ resumed within ``transaction.timeout.ms``, and the attempts whose messages Spark
 (speculation, duplicates after an executor loss) leave transactions that must be found and
 swept. Here a batch's rows become visible partition by partition, each all at once.
 
-The gap this leaves: Spark ends a Python sink's input alike when a task's rows are all
-there and when a failure upstream in the same task (its source or a UDF raising, the
-executor dying) cut them short. A task then commits what it received, with its marker,
-and its retry skips the rest. Only a commit from the driver, after Spark reported every
-task successful, closes it (the second design's first half).
-
-What it needs: a replayable source, and a replayed batch that puts the same rows in the
-same Spark partitions (a deterministic plan: no ``rand()``, no repartition on
-non-deterministic keys); ``kafka.transaction.timeout.ms`` longer than one task's work;
-the marker topic-partition existing. See docs/spark-exactly-once.md.
+What it needs: a replayable source, and a replayed batch or a retried task that puts the
+same rows in the same Spark partitions in the same order (a deterministic plan: no
+``rand()``, no repartition on non-deterministic keys, no shuffle whose order can change
+between attempts); ``kafka.transaction.timeout.ms`` longer than one task's work; the
+marker topic-partition existing. See docs/spark-exactly-once.md.
 
 pyspark and pyarrow are imported only when the writer is used.
 """
@@ -95,7 +97,12 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-__all__ = ["ExactlyOnceCommitMessage", "ExactlyOnceStreamWriter", "marker_group"]
+__all__ = [
+    "ExactlyOnceCommitMessage",
+    "ExactlyOnceStreamWriter",
+    "committed_rows",
+    "marker_group",
+]
 
 log = logging.getLogger("aioproducer.spark")
 
@@ -188,24 +195,33 @@ def run_exactly_once(
     producer = SyncProducer(**spec.config, transactional_id=txn_id)
     try:
         producer.begin_transaction()  # starts the producer: InitProducerId fences, aborts
-        done = producer.committed_offsets([marker], group)[marker][0]
-        if done >= batch_id:
-            for _ in rows:  # the input is read to its end, as Spark expects
-                pass
+        done, note = producer.committed_offsets([marker], group)[marker]
+        committed = committed_rows(done, note, batch_id)
+        counter = _RowCounter()
+        before = producer.tally()
+        result = TaskResult(strict=True)
+        if committed is not None:
+            # Read to the end in every case, as Spark expects; send what follows the rows
+            # an earlier attempt committed (nothing after a complete one).
+            _send_all(spec, producer, result, _after(counter.count(first, rows), committed))
+        else:
+            _send_all(spec, producer, result, counter.count(first, rows))
+            committed = -1
+        if counter.rows <= committed:
             producer.abort_transaction()  # empty: nothing reaches the coordinator
             producer.close()
             log.info(
                 "partition %d of micro-batch %d was committed by an earlier attempt "
-                "(marker %d): skipped",
+                "(marker %d, %d rows): skipped",
                 partition,
                 batch_id,
                 done,
+                committed,
             )
             return ExactlyOnceCommitMessage(partition, attempt, batch_id, txn_id, 0, True)
-        before = producer.tally()
-        result = TaskResult(strict=True)
-        _send_all(spec, producer, result, itertools.chain([first], rows))
-        producer.send_offsets_to_transaction({marker: batch_id}, group)
+        producer.send_offsets_to_transaction(
+            {marker: batch_id}, group, metadata={marker: f"rows={counter.rows}"}
+        )
         producer.commit_transaction()  # delivers every record first; commits only if all were
         sent = producer.tally().records - before.records
     except Exception as exc:
@@ -221,6 +237,48 @@ def run_exactly_once(
         raise
     producer.close()
     return ExactlyOnceCommitMessage(partition, attempt, batch_id, txn_id, int(sent), False)
+
+
+def committed_rows(done: int, note: str | None, batch_id: int) -> int | None:
+    """How many rows of batch ``batch_id`` the marker (offset ``done``, metadata ``note``)
+    says this partition committed: None for none (an earlier batch, or no marker), a
+    number of rows for this batch, and every row (a huge count) for a later batch."""
+    if done < batch_id:
+        return None
+    if done > batch_id:
+        return _EVERY_ROW
+    if note is not None and note.startswith("rows=") and note[5:].isdigit():
+        return int(note[5:])
+    # A marker of this batch without its count: the batch was committed whole.
+    return _EVERY_ROW
+
+
+#: More rows than one task ever has: "all of them are committed".
+_EVERY_ROW = 2**62
+
+
+class _RowCounter:
+    """Counts the rows of a task's input as they are read."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def count(
+        self, first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        for batch in itertools.chain([first], rest):
+            self.rows += batch.num_rows
+            yield batch
+
+
+def _after(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:
+    """The rows after the first ``skip``, every batch read to the end."""
+    seen = 0
+    for batch in batches:
+        start = max(0, min(batch.num_rows, skip - seen))
+        seen += batch.num_rows
+        if start < batch.num_rows:
+            yield batch.slice(start) if start else batch
 
 
 def _non_empty(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

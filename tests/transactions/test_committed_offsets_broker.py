@@ -92,6 +92,29 @@ async def test_an_open_transaction_is_waited_for_and_a_new_holder_sees_it_aborte
         assert found[tp][0] == 5
 
 
+async def test_an_offset_s_metadata_is_committed_with_it(kafka: KafkaCluster) -> None:
+    import confluent_kafka as ck
+
+    topic = new_topic(kafka, 2)
+    group = _id()
+    async with Producer(kafka.bootstrap_servers, transactional_id=_id()) as producer:
+        async with producer.transaction():
+            await producer.send_offsets_to_transaction(
+                {(topic, 0): 3, (topic, 1): 4}, group, metadata={(topic, 0): "rows=120"}
+            )
+        found = await producer.committed_offsets([(topic, 0), (topic, 1)], group)
+        with pytest.raises(TransactionStateError, match="without an offset"):
+            await producer.send_offsets_to_transaction({}, group, metadata={(topic, 0): "x"})
+    assert found[(topic, 0)] == (3, "rows=120")
+    assert found[(topic, 1)][0] == 4 and not found[(topic, 1)][1]
+    consumer: Any = ck.Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        [tp] = consumer.committed([ck.TopicPartition(topic, 0)], timeout=15)
+    finally:
+        consumer.close()
+    assert (tp.offset, tp.metadata) == (3, "rows=120")
+
+
 def test_the_sync_facade_reads_them_too(kafka: KafkaCluster) -> None:
     topic = new_topic(kafka, 1)
     group = _id()
