@@ -160,7 +160,7 @@ class BulkFuture:
     """The pending delivery of one :meth:`SyncProducer.send_bulk`, as a whole.
 
     :meth:`result` blocks until every record has an outcome and returns the
-    :class:`~aioproducer.accumulator.BulkDelivery` (``delivered``, ``failed``,
+    :class:`~aioproducer.results.BulkDelivery` (``delivered``, ``failed``,
     ``first_error``, per-record ``metadata(i)``). Deliveries cannot be cancelled.
     """
 

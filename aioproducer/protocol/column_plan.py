@@ -175,7 +175,7 @@ def fresh_cuts(
     every batch starts empty: ``[start, ..., stop]``, one item per batch boundary.
 
     A bulk send cuts the rows the sticky partitioner places into runs there, so that each
-    run fills one batch and :func:`encode_run` serves them all from one plan."""
+    run fills one batch and ``columnar.encode_run`` serves them all from one plan."""
     if start >= stop:
         return [start]
     np = numpy()

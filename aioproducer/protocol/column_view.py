@@ -186,7 +186,7 @@ class BinaryColumn:
     @classmethod
     def from_headers(cls, rows: Sequence[Any]) -> BinaryColumn:
         """A column of encoded header sections, one per row of ``rows`` (each a sequence
-        of ``(str, bytes | None)`` pairs, or None/empty for none), as :func:`encode_run`
+        of ``(str, bytes | None)`` pairs, or None/empty for none), as ``columnar.encode_run``
         takes them. Raises :class:`~aioproducer.errors.SerializationError` for a bad
         header, as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` does. Runs per row: header lists are
         Python objects already."""
