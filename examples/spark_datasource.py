@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -64,7 +65,7 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         try:
 
-            def rows(start: int) -> object:
+            def rows(start: int) -> Any:
                 return spark.range(start, start + args.rows).selectExpr(
                     "concat('user-', cast(id % 1000 AS string)) AS key",
                     "to_json(named_struct('id', id, 'amount', id * 3 % 100)) AS value",
@@ -86,7 +87,7 @@ def main() -> None:
 
             # Streaming: Parquet files in a folder, one micro-batch run over them.
             source = os.path.join(work, "in")
-            rows(args.rows).write.mode("append").parquet(source)  # type: ignore[attr-defined]
+            rows(args.rows).write.mode("append").parquet(source)
             schema = spark.read.parquet(source).schema
             query = (
                 spark.readStream.schema(schema)
