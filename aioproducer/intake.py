@@ -189,7 +189,7 @@ class Intake:
     ) -> DeliveryHandle | PreparedRecord:
         """:meth:`record`, then, if the topic's metadata is loaded and the budget has room
         right now, its admission and :meth:`append` (loop): returns the handle, and sets
-        :attr:`woke` to whether the sender was woken. Otherwise returns the checked record
+        ``woke`` to whether the sender was woken. Otherwise returns the checked record
         for the caller to wait with (nothing reserved).
 
         ``Producer.send`` in one call: most records need no waiting.

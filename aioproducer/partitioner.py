@@ -177,7 +177,7 @@ def partitions_for_keys(
         import pyarrow as pa
     except ImportError as exc:
         raise ImportError(
-            "partitions_for_keys needs numpy and pyarrow: pip install 'aioproducer[spark]'"
+            "partitions_for_keys needs numpy and pyarrow (the 'spark' extra): pip install numpy pyarrow"
         ) from exc
 
     if num_partitions < 1:

@@ -99,7 +99,7 @@ class PreparedColumns:
 
     def estimate(self, start: int, stop: int) -> int:
         """An upper bound of the bytes records ``start:stop`` add to batches: the sum of
-        their :func:`record_size_bound`, in C-level passes."""
+        their ``record_size_bound``, in C-level passes."""
         sizes = self.sizes
         if sizes is not None:
             return int(sizes[stop] - sizes[start])

@@ -14,8 +14,8 @@ record. Errors map to HTTP statuses: 400 for a bad request, 404 for an unknown t
 (the service does not create topics), 413 for a record that is too large, 503 when Kafka
 does not answer in time. Uses Starlette and uvicorn (``pip install starlette uvicorn``).
 
-Tracing and metrics are on (``pip install aioproducer[otel] opentelemetry-sdk
-opentelemetry-exporter-prometheus``): each request gets a server span, continuing a
+Tracing and metrics are on (``pip install '.[otel]' opentelemetry-sdk
+opentelemetry-exporter-prometheus`` from the checkout): each request gets a server span, continuing a
 ``traceparent`` the client sent, and the record's send span is its child, its trace
 context written into the record's headers for consumers. ``GET /metrics`` answers in the
 Prometheus text format with the producer's counters (``aioproducer_records_sent_total``,

@@ -18,31 +18,18 @@ folder of Parquet files (``availableNow``: one run over what is there), checkpoi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
-
-@contextlib.contextmanager
-def broker(bootstrap_servers: str | None, topic: str) -> Iterator[str]:
-    """Use the given cluster, or start a local one for the duration of the example."""
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from aioproducer.testing import KafkaCluster
-
-    with KafkaCluster() as cluster:
-        cluster.create_topic(topic, partitions=6)
-        yield cluster.bootstrap_servers
+from _local import add_broker_argument, kafka
 
 
 def main() -> None:
     """Parse arguments, then write a DataFrame and a stream through the data source."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bootstrap-servers")
+    add_broker_argument(parser)
     parser.add_argument("--topic", default="spark-datasource-example")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--checkpoint", help="a folder all of Spark's workers can reach")
@@ -54,7 +41,7 @@ def main() -> None:
     work = args.checkpoint or tempfile.mkdtemp(prefix="aioproducer-example-")
     # The broker first: Spark finds Python data sources through the session that is
     # active in the calling thread, so the session is made right before it is used.
-    with broker(args.bootstrap_servers, args.topic) as servers:
+    with kafka(args.bootstrap_servers, args.topic, partitions=6) as servers:
         builder = SparkSession.builder.appName("aioproducer-spark-datasource")
         # Under spark-submit the JVM is already running (it passes its gateway port) and
         # the master is whatever was submitted to; run directly, it uses local cores.

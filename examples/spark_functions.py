@@ -23,7 +23,6 @@ On a cluster, ``--stream-dir`` must be a directory every executor can read.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -34,21 +33,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd  # module level: pandas_udf reads its type hints from these globals
+from _local import add_broker_argument, kafka
 
 from aioproducer import spark as kafka_spark
-
-
-@contextlib.contextmanager
-def broker(bootstrap_servers: str | None, topic: str) -> Iterator[str]:
-    """Use the given cluster, or start a local one for the duration of the example."""
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from aioproducer.testing import KafkaCluster
-
-    with KafkaCluster() as cluster:
-        cluster.create_topic(topic, partitions=3)
-        yield cluster.bootstrap_servers
 
 
 def orders(spark: Any, rows: int, via: str) -> Any:
@@ -150,7 +137,7 @@ def with_streaming_foreach(
 def main() -> None:
     """Parse arguments and run the three patterns against one topic."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bootstrap-servers")
+    add_broker_argument(parser)
     parser.add_argument("--topic", default="spark-functions-example")
     parser.add_argument("--rows", type=int, default=3000)
     parser.add_argument("--master", help="Spark master when not run by spark-submit")
@@ -169,7 +156,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         with (
-            broker(args.bootstrap_servers, args.topic) as servers,
+            kafka(args.bootstrap_servers, args.topic, partitions=3) as servers,
             tempfile.TemporaryDirectory(prefix="spark-functions-") as scratch,
         ):
             located = with_map_in_pandas(

@@ -24,31 +24,18 @@ Or from the RDD API, with rows::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
+
+from _local import add_broker_argument, kafka
 
 from aioproducer import spark as kafka_spark
-
-
-@contextlib.contextmanager
-def broker(bootstrap_servers: str | None, topic: str) -> Iterator[str]:
-    """Use the given cluster, or start a local one for the duration of the example."""
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    from aioproducer.testing import KafkaCluster
-
-    with KafkaCluster() as cluster:
-        cluster.create_topic(topic, partitions=6)
-        yield cluster.bootstrap_servers
 
 
 def main() -> None:
     """Parse arguments, build a DataFrame and write it to Kafka."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bootstrap-servers")
+    add_broker_argument(parser)
     parser.add_argument("--topic", default="spark-example")
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--master", help="Spark master when not run by spark-submit")
@@ -65,7 +52,7 @@ def main() -> None:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        with broker(args.bootstrap_servers, args.topic) as servers:
+        with kafka(args.bootstrap_servers, args.topic, partitions=6) as servers:
             df = spark.range(0, args.rows).selectExpr(
                 "concat('user-', cast(id % 1000 AS string)) AS key",
                 "to_json(named_struct('id', id, 'amount', id * 3 % 100)) AS value",

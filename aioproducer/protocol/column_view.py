@@ -23,7 +23,7 @@ def numpy() -> Any:
         import numpy as np
     except ImportError as exc:  # pragma: no cover - numpy is installed where tests run
         raise ImportError(
-            "columns (Arrow arrays, tables) need numpy: pip install 'aioproducer[spark]'"
+            "columns (Arrow arrays, tables) need numpy (the 'spark' extra): pip install numpy"
         ) from exc
     return np
 

@@ -1,4 +1,4 @@
-"""aioproducer.spark against real PySpark (local[2]) and a real Kafka 4.3.1."""
+"""aioproducer.spark against real PySpark (local[2]) and a real Kafka (4.4.0 by default)."""
 
 from __future__ import annotations
 
