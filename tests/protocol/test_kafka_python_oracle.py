@@ -44,6 +44,8 @@ from aioproducer.protocol.messages import (
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     ProduceRequest,
     ProduceResponse,
     Request,
@@ -79,6 +81,7 @@ K_CLASSES: dict[type[Any], tuple[Any, Any]] = {
     AddOffsetsToTxnRequest: (k_txn.AddOffsetsToTxnRequest, k_txn.AddOffsetsToTxnResponse),
     EndTxnRequest: (k_txn.EndTxnRequest, k_txn.EndTxnResponse),
     TxnOffsetCommitRequest: (k_txn.TxnOffsetCommitRequest, k_txn.TxnOffsetCommitResponse),
+    OffsetFetchRequest: (k_consumer.OffsetFetchRequest, k_consumer.OffsetFetchResponse),
 }
 
 NO_OPERATIONS = -(2**31)
@@ -276,6 +279,16 @@ def request_fields(request: Request[Any], v: int) -> dict[str, Any]:
             "producer_epoch": request.producer_epoch,
             "committed": request.committed,
         }
+    if isinstance(request, OffsetFetchRequest):
+        fields = {
+            "group_id": request.group_id,
+            "topics": None
+            if request.topics is None
+            else [{"name": name, "partition_indexes": parts} for name, parts in request.topics],
+        }
+        if v >= 7:
+            fields["require_stable"] = request.require_stable
+        return fields
     if isinstance(request, TxnOffsetCommitRequest):
         return {
             "transactional_id": request.transactional_id,
@@ -531,6 +544,30 @@ def response_fields(response: Response, v: int) -> dict[str, Any]:
             "producer_id": response.producer_id,
             "producer_epoch": response.producer_epoch,
         }
+    if isinstance(response, OffsetFetchResponse):
+        fields = {
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "committed_offset": p.committed_offset,
+                            "committed_leader_epoch": p.committed_leader_epoch,
+                            "metadata": p.metadata,
+                            "error_code": p.error_code,
+                        }
+                        for p in parts
+                    ],
+                }
+                for name, parts in response.offsets
+            ],
+        }
+        if v >= 3:
+            fields["throttle_time_ms"] = response.throttle_time_ms
+        if v >= 2:
+            fields["error_code"] = response.error_code
+        return fields
     if isinstance(response, TxnOffsetCommitResponse):
         return {
             "throttle_time_ms": response.throttle_time_ms,
