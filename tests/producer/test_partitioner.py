@@ -182,7 +182,7 @@ def test_partitions_for_keys_names_what_is_missing() -> None:
         text=True,
         timeout=60,
     )
-    assert re.search(r"numpy and pyarrow.*aioproducer\[spark\]", result.stdout), result
+    assert re.search(r"numpy and pyarrow.*'spark' extra", result.stdout), result
 
 
 def test_sticky_partitioner_switches_after_batch_size_bytes() -> None:
