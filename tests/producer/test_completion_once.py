@@ -10,9 +10,9 @@ from aioproducer.config import ProducerConfig
 from aioproducer.connection import BrokerConnection
 from aioproducer.errors import ConnectionError as KafkaConnectionError
 from aioproducer.metrics import Metrics
+from aioproducer.produce_call import ProduceCall
 from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.messages import MetadataRequest
-from aioproducer.produce_call import ProduceCall
 from aioproducer.sender import Sender
 
 
