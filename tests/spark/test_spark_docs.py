@@ -65,6 +65,10 @@ def _blocks() -> list[tuple[str, str, str, str, str | None]]:
     return blocks
 
 
+def _twice(rows: list[Record]) -> list[Record]:
+    return rows + rows
+
+
 # The rows each tested snippet writes to TOPIC, as (key, value, headers).
 WRITTEN: dict[str, list[Record]] = {
     "writing-a-dataframe-to-kafka": [
@@ -73,17 +77,20 @@ WRITTEN: dict[str, list[Record]] = {
     ],
     "writing-a-dataframe-to-kafka-2": [(b"ann", b"paid", ()), (b"bob", b"refunded", ())],
     # write() and then foreachPartition(partition_writer()): the rows twice, committed.
-    "one-transaction-per-task": 2 * [(b"order-1", b"paid", ()), (b"order-2", b"shipped", ())],
+    "one-transaction-per-task": _twice([(b"order-1", b"paid", ()), (b"order-2", b"shipped", ())]),
     "inside-your-own-spark-functions": [(b"ann", b"clicked", ()), (b"bob", b"scrolled", ())],
     "pandas-udf-a-column-s-offsets": [(b"ann", b"liked", ()), (b"bob", b"shared", ())],
     "mapinarrow": [(b"ann", b"saved", ()), (b"bob", b"deleted", ())],
     # rdd.mapPartitions and then a plain UDF: the rows twice, keyless.
-    "rdd-mappartitions-and-plain-udfs": 2 * [(None, b"opened", ()), (None, b"closed", ())],
+    "rdd-mappartitions-and-plain-udfs": _twice([(None, b"opened", ()), (None, b"closed", ())]),
     "structured-streaming-row-by-row-kafkaforeachwriter": [
         (b"ann", b"joined", ()),
         (b"bob", b"left", ()),
     ],
 }
+
+# The snippets that write in transactions: their commit markers take offsets of their own.
+TRANSACTIONAL = {"one-transaction-per-task"}
 
 _BLOCKS = _blocks()
 
@@ -179,6 +186,9 @@ def test_spark_guide_snippet_runs_as_written(
     records = _read_since(kafka, before, len(WRITTEN[block_id]))
     written = sorted((record for _, _, record in records), key=repr)
     assert written == sorted(WRITTEN[block_id], key=repr), printed
+    after = _ends(kafka)
+    markers = sum(end - before.get(p, 0) for p, end in after.items()) - len(records)
+    assert (markers > 0) == (block_id in TRANSACTIONAL), (markers, printed)
     # Every location a snippet printed holds the value it printed it for.
     located = _LOCATED.findall(printed)
     at = {(TOPIC, p, offset): record[1] for p, offset, record in records}
