@@ -607,10 +607,11 @@ def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Re
 
 
 #: Spark hands a task Arrow batches of ``spark.sql.execution.arrow.maxRecordsPerBatch``
-#: rows (10,000 by default); keyed, that is ~800 rows per Kafka partition of 12, and every
-#: such run pays the column encoder's fixed cost per call. Consecutive batches are sent
-#: together, up to this many rows or bytes (one copy of those bytes; the bound keeps a
-#: worker's memory at its buffer plus a constant).
+#: rows: 10,000 by default, which ``write()`` raises for its action but the data source
+#: cannot (it does not own the session). Keyed, 10,000 rows are ~800 per Kafka partition
+#: of 12, and every such run pays the column encoder's fixed cost per call. So
+#: consecutive batches are sent together, up to this many rows or bytes (one copy of
+#: those bytes; the bound keeps a worker's memory at its buffer plus a constant).
 COALESCE_ROWS = 65_536
 COALESCE_BYTES = 8 << 20
 
