@@ -424,9 +424,8 @@ def _fill_views(np: Any, rows: Any, column: BinaryColumn, start: int, stop: int,
     of 4 words per view) as data buffer ``index``; returns that buffer.
 
     A view is (length, 12 bytes inline) for a piece of up to 12 bytes, else (length,
-    first 4 bytes, buffer index, offset). The inline bytes of every row are gathered at
-    once, as a rows x width matrix (one fancy index, zeroed past each row's end), and
-    read as little-endian words: a fixed number of numpy calls whatever the width."""
+    first 4 bytes, buffer index, offset). The bytes are gathered one position at a time
+    over all rows (numpy's fast direction), and assembled into little-endian words."""
     pa = _pyarrow()
     first, last = int(column.offsets[start]), int(column.offsets[stop])
     chunk = column.data[first:last] if last > first else np.zeros(1, dtype=np.uint8)
@@ -436,33 +435,21 @@ def _fill_views(np: Any, rows: Any, column: BinaryColumn, start: int, stop: int,
     all_small = bool(small.all())
     any_small = all_small or bool(small.any())
     width = int(lengths.max()) if all_small else (_INLINE if any_small else 4)
-    width = min(width, _INLINE)
-    n = len(starts)
-    if width:
-        padded = -(-width // 4) * 4
-        matrix = np.zeros((n, padded), dtype=np.uint8)
-        index_ = starts[:, None] + np.arange(width, dtype=np.int64)
-        np.minimum(index_, len(chunk) - 1, out=index_)
-        matrix[:, :width] = chunk[index_]
+    acc = [np.zeros(len(starts), dtype=np.uint32) for _ in range(3)]
+    for c in range(min(width, _INLINE)):
+        byte = np.take(chunk, starts + c, mode="clip").astype(np.uint32)
         if any_small:
-            matrix[:, :width][np.arange(width) >= lengths[:, None]] = 0
-        words = matrix.view("<u4").view(np.int32)
-    else:
-        words = np.zeros((n, 1), dtype=np.int32)
-    zero = np.zeros(n, dtype=np.int32)
-
-    def word(k: int) -> Any:
-        return words[:, k] if k < words.shape[1] else zero
-
+            byte[lengths <= c] = 0
+        acc[c >> 2] |= byte << np.uint32(8 * (c & 3))
     rows[:, 0] = lengths
-    rows[:, 1] = word(0)
+    rows[:, 1] = acc[0].view(np.int32)
     if all_small:
-        rows[:, 2] = word(1)
-        rows[:, 3] = word(2)
+        rows[:, 2] = acc[1].view(np.int32)
+        rows[:, 3] = acc[2].view(np.int32)
     elif not any_small:
         rows[:, 2] = index
         rows[:, 3] = starts
     else:
-        rows[:, 2] = np.where(small, word(1), index)
-        rows[:, 3] = np.where(small, word(2), starts)
+        rows[:, 2] = np.where(small, acc[1].view(np.int32), index)
+        rows[:, 3] = np.where(small, acc[2].view(np.int32), starts)
     return pa.py_buffer(chunk)
