@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import InvalidArgumentError, KafkaError, SerializationError
 from .partitioner import key_partitions
-from .prepared import PreparedColumns
+from .prepared import FirstBad, PreparedColumns
 from .protocol.columnar import BinaryColumn, encode_header_sections, numpy
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
 
@@ -34,8 +34,9 @@ Fail = Callable[[int, BaseException], None]
 
 
 class ColumnChecks(Protocol):
-    """What :func:`prepare` needs of the producer's ``Intake`` (which provides it): its
-    limits, serializers and partitioning, without this module importing ``intake.py``."""
+    """What :func:`prepare` (and ``aioproducer.sequences.prepare``) needs of the producer's
+    ``Intake`` (which provides it): its limits, serializers and partitioning, without
+    either module importing ``intake.py``."""
 
     #: The largest record size bound that can ever be sent.
     max_size: int
@@ -99,15 +100,8 @@ def prepare(
     """
     np = numpy()
     values, keys, headers, partitions = _unpack_table(values, keys, headers, partitions)
-    bad = -1
-    error: BaseException | None = None
-
-    def fail(index: int, exc: BaseException) -> None:
-        nonlocal bad, error
-        if bad < 0 or index < bad:
-            bad = index
-            error = type(exc)(f"record {index} of the bulk send: {exc}")
-            error.__cause__ = exc
+    first_bad = FirstBad(1 << 62)  # the row count is not known yet
+    fail = first_bad.fail
 
     value_col = _binary(intake, topic, values, "value", fail)
     count = len(value_col)
@@ -134,14 +128,14 @@ def prepare(
     if len(too_large):
         first = int(too_large[0])
         fail(first, intake.too_large(int(bound[first]) + RECORD_BATCH_OVERHEAD))
-    kept = count if bad < 0 else bad
+    kept = min(count, first_bad.index)
 
     # Partitions: -1 leaves a record to the sticky partitioner.
     nparts = len(info.partitions)
     parts = explicit[:kept] if explicit is not None else None
     if intake.custom_partitioner:
         parts = _custom_partitions(intake, topic, info, key_col, parts, kept, fail)
-        kept = kept if bad < 0 else min(kept, bad)
+        kept = min(kept, first_bad.index)
     elif key_col is not None and intake.hashes_keys:
         hashed = key_partitions(
             key_col.offsets[: kept + 1], key_col.data, _nulls(key_col, kept), nparts
@@ -153,7 +147,7 @@ def prepare(
         cols.keys = key_col.head(kept)
     if header_col is not None:
         cols.headers = header_col.head(kept)
-    cols.error = error
+    cols.error = first_bad.error
     cols.count = kept
     bound = bound[:kept]
     cols.max_estimate = int(bound.max()) if kept else RECORD_FRAMING_BOUND

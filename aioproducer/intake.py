@@ -28,10 +28,12 @@ from .errors import (
     RecordTooLargeError,
     SerializationError,
 )
-from .partitioner import StickyPartitioner, partition_for_key, partitions_of
-from .prepared import ColumnRun, PreparedColumns, group_sequences
+from .partitioner import StickyPartitioner, partition_for_key
+from .prepared import ColumnRun, PreparedColumns
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
+from .sequences import aligned
+from .sequences import prepare as prepare_sequences
 
 __all__ = [
     "ColumnRun",
@@ -241,11 +243,11 @@ class Intake:
         """Check and convert a bulk send's columns, cut them at the first bad record and
         group them by partition.
 
-        Per-record Python runs only where the input needs it (serializers, values that are
-        not bytes, headers, keys to hash); columns of bytes are checked with C-level passes.
         Arrow columns (or a table as ``values``) go to :func:`aioproducer.columns.prepare`,
-        which does all of it with numpy. Keys are hashed and a custom partitioner is
-        called here, so in any thread that runs it.
+        which does all of it with numpy, and sequences to
+        :func:`aioproducer.sequences.prepare`; both read this intake's settings through
+        the methods below. Keys are hashed and a custom partitioner is called here, so in
+        any thread that runs it.
         """
         if self.gate is not None:
             self.gate()
@@ -254,96 +256,9 @@ class Intake:
             from .columns import prepare
 
             return prepare(self, topic, info, values, keys, headers, partitions)
-        values = values if isinstance(values, Sequence) else list(values)
-        count = len(values)
-        keys = aligned(keys, count, "keys")
-        headers = aligned(headers, count, "headers")
-        partitions = aligned(partitions, count, "partitions")
-        bad = count
-        error: BaseException | None = None
+        return prepare_sequences(self, topic, info, values, keys, headers, partitions)
 
-        def fail(index: int, exc: BaseException) -> None:
-            nonlocal bad, error
-            if index < bad:
-                bad = index
-                error = type(exc)(f"record {index} of the bulk send: {exc}")
-                error.__cause__ = exc
-
-        values = _bulk_bytes(topic, values, self._value_serializer, "value", fail)
-        if keys is not None:
-            keys = _bulk_bytes(topic, keys, self._key_serializer, "key", fail)
-        header_sizes: list[int] | None = None
-        if headers is not None:
-            normalized: list[Any] = []
-            header_sizes = []
-            for i, hdrs in enumerate(headers):
-                if i >= bad:
-                    break
-                try:
-                    hl = _headers(hdrs) if hdrs else None
-                except SerializationError as exc:
-                    fail(i, exc)
-                    break
-                normalized.append(hl)
-                header_sizes.append(record_size_bound(0, 0, hl) - RECORD_FRAMING_BOUND)
-            headers = normalized
-        # Sizes: one C-level pass finds the largest record bound; only if that is too large
-        # is each record measured to find the first culprit.
-        vmax = max(map(len, filter(None, values[:bad])), default=0)
-        kmax = max(map(len, filter(None, keys[:bad])), default=0) if keys is not None else 0
-        hmax = max(header_sizes, default=0) if header_sizes else 0
-        if RECORD_FRAMING_BOUND + vmax + kmax + hmax > self.max_size:
-            for i in range(bad):
-                v, k = values[i], keys[i] if keys is not None else None
-                need = (
-                    RECORD_FRAMING_BOUND
-                    + (len(v) if v is not None else 0)
-                    + (len(k) if k is not None else 0)
-                    + (header_sizes[i] if header_sizes is not None else 0)
-                )
-                if need > self.max_size:
-                    fail(i, self.too_large(need + RECORD_BATCH_OVERHEAD))
-                    break
-        parts: list[Any] | None = None
-        nparts = len(info.partitions)
-        if partitions is not None:
-            parts = list(partitions[:bad])
-            for i, p in enumerate(parts):
-                if p is not None and (type(p) is not int or not 0 <= p < nparts):
-                    fail(i, invalid_partition(topic, p, nparts))
-                    break
-        if self._custom is None and keys is not None and self._keys_decide:
-            # Keys to hash: one compiled loop; an explicit partition wins over the key's.
-            hashed = partitions_of(keys, bad, nparts)
-            if parts is not None:
-                hashed = [h if p is None else p for p, h in zip(parts, hashed, strict=False)]
-            parts = hashed
-        elif self._custom is not None:
-            # A custom partitioner: one call per record, decided here.
-            if parts is None:
-                parts = [None] * bad
-            for i in range(bad):
-                if parts[i] is None:
-                    k = keys[i] if keys is not None else None
-                    try:
-                        parts[i] = self.partition(topic, info, k, None)
-                    except KafkaError as exc:
-                        fail(i, exc)
-                        break
-                    except Exception as exc:
-                        fail(i, partitioner_failed(exc))
-                        break
-        cols = PreparedColumns(values, keys, headers)
-        cols.header_sizes = header_sizes
-        cols.max_estimate = RECORD_FRAMING_BOUND + vmax + kmax + hmax
-        cols.error = error
-        cols.count = bad
-        if parts is not None:
-            del parts[bad:]
-        group_sequences(cols, parts, bad)
-        return cols
-
-    # -- what bulk sends of columns use (aioproducer.columns; package-internal) ------------
+    # -- what bulk sends use (aioproducer.columns and .sequences; package-internal) ------------
 
     @property
     def custom_partitioner(self) -> bool:
@@ -603,16 +518,6 @@ def check_topic(topic: object) -> None:
             f"topic name {topic!r} has characters Kafka does not allow: "
             f"{''.join(bad)!r} (allowed: ASCII letters, digits, '.', '_' and '-')"
         )
-
-
-def aligned(items: Iterable[Any] | None, count: int, name: str) -> Sequence[Any] | None:
-    """``items`` as a sequence, checked to have one item per value (None stays None)."""
-    if items is None:
-        return None
-    seq = items if isinstance(items, Sequence) else list(items)
-    if len(seq) != count:
-        raise InvalidArgumentError(f"{name} has {len(seq)} items but values has {count}")
-    return seq
 
 
 def _columnar(obj: object) -> bool:

@@ -16,10 +16,31 @@ from .protocol.records import RECORD_FRAMING_BOUND
 if TYPE_CHECKING:
     from .results import BulkDelivery
 
-__all__ = ["BULK_SLICE", "ColumnRun", "PreparedColumns", "group_sequences"]
+__all__ = ["BULK_SLICE", "ColumnRun", "FirstBad", "PreparedColumns", "group_sequences"]
 
 #: Records per slice of a bulk send: between slices the sender may run.
 BULK_SLICE: Final = 4096
+
+
+class FirstBad:
+    """The first bad record of a bulk send being checked: checks may run out of order
+    (column by column), so the lowest index reported wins."""
+
+    __slots__ = ("error", "index")
+
+    def __init__(self, count: int) -> None:
+        #: The first bad record's index (``count``: none so far).
+        self.index = count
+        #: Its error, naming the record.
+        self.error: BaseException | None = None
+
+    def fail(self, index: int, exc: BaseException) -> None:
+        """Report record ``index`` as bad with ``exc`` (kept if it comes first)."""
+        if index < self.index:
+            self.index = index
+            error = type(exc)(f"record {index} of the bulk send: {exc}")
+            error.__cause__ = exc
+            self.error = error
 
 
 class ColumnRun:

@@ -58,6 +58,8 @@ HOT_MODULES: tuple[str, ...] = (
     "aioproducer.prepared",
     "aioproducer.protocol.record_encoder",
     "aioproducer.sending",
+    # Bulk sends of sequences (split from the intake, compiled with it).
+    "aioproducer.sequences",
 )
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
 ENV_VAR = "AIOPRODUCER_PURE_PYTHON"

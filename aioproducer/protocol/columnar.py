@@ -424,8 +424,8 @@ def _fill_views(np: Any, rows: Any, column: BinaryColumn, start: int, stop: int,
     of 4 words per view) as data buffer ``index``; returns that buffer.
 
     A view is (length, 12 bytes inline) for a piece of up to 12 bytes, else (length,
-    first 4 bytes, buffer index, offset). The bytes are gathered one position at a time
-    over all rows (numpy's fast direction), and assembled into little-endian words."""
+    first 4 bytes, buffer index, offset); ``rows`` is zeroed. The bytes are gathered one
+    position at a time over all rows (numpy's fast direction)."""
     pa = _pyarrow()
     first, last = int(column.offsets[start]), int(column.offsets[stop])
     chunk = column.data[first:last] if last > first else np.zeros(1, dtype=np.uint8)
@@ -435,21 +435,17 @@ def _fill_views(np: Any, rows: Any, column: BinaryColumn, start: int, stop: int,
     all_small = bool(small.all())
     any_small = all_small or bool(small.any())
     width = int(lengths.max()) if all_small else (_INLINE if any_small else 4)
-    acc = [np.zeros(len(starts), dtype=np.uint32) for _ in range(3)]
+    # The inline bytes go straight into the (zeroed) views, a byte position at a time
+    # over all rows: one gather and one strided store each, no widening to words.
+    inline = rows.view(np.uint8)
+    shortest = int(lengths.min()) if any_small else width
     for c in range(min(width, _INLINE)):
-        byte = np.take(chunk, starts + c, mode="clip").astype(np.uint32)
-        if any_small:
+        byte = np.take(chunk, starts + c, mode="clip")
+        if c >= shortest:
             byte[lengths <= c] = 0
-        acc[c >> 2] |= byte << np.uint32(8 * (c & 3))
+        inline[:, 4 + c] = byte
     rows[:, 0] = lengths
-    rows[:, 1] = acc[0].view(np.int32)
-    if all_small:
-        rows[:, 2] = acc[1].view(np.int32)
-        rows[:, 3] = acc[2].view(np.int32)
-    elif not any_small:
-        rows[:, 2] = index
-        rows[:, 3] = starts
-    else:
-        rows[:, 2] = np.where(small, acc[1].view(np.int32), index)
-        rows[:, 3] = np.where(small, acc[2].view(np.int32), starts)
+    if not all_small:
+        rows[:, 2] = np.where(small, rows[:, 2], index) if any_small else index
+        rows[:, 3] = np.where(small, rows[:, 3], starts) if any_small else starts
     return pa.py_buffer(chunk)

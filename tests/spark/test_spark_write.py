@@ -296,3 +296,32 @@ def check_null_topics(run: Any, kafka: KafkaCluster, first: str, second: str) ->
         (b"b", b"1"),
         (b"e", b"4"),
     ]
+
+
+def test_a_task_joins_small_arrow_batches_in_order_within_its_bounds() -> None:
+    """Spark's small Arrow batches are sent together (fewer, longer runs per Kafka
+    partition): every row once, in order; a batch at a bound passes through uncopied."""
+    pa = pytest.importorskip("pyarrow")
+    from aioproducer.spark._tasks import coalesce
+
+    sizes = [3, 0, 4, 5, 1, 9, 2]
+    batches = [
+        pa.record_batch(
+            {
+                "key": pa.array([f"k{n}-{i}" for i in range(n)], pa.string()),
+                "value": pa.array([b"v" * (i + 1) for i in range(n)], pa.binary()),
+            }
+        )
+        for n in sizes
+    ]
+    whole = pa.Table.from_batches(batches)
+    out = list(coalesce(iter(batches), 8, 1 << 30))
+    assert [b.num_rows for b in out] == [12, 10, 2]
+    assert pa.Table.from_batches(out).equals(whole)
+    for batch in out:
+        assert all(column.num_chunks == 1 for column in pa.Table.from_batches([batch]).columns)
+    # A byte bound below every batch: each non-empty batch alone, the very same object.
+    alone = list(coalesce(iter(batches), 1 << 30, 1))
+    assert [b.num_rows for b in alone] == [n for n in sizes if n]
+    assert all(a is b for a, b in zip(alone, [b for b in batches if b.num_rows], strict=True))
+    assert list(coalesce(iter([]), 8, 8)) == []
