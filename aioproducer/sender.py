@@ -27,10 +27,15 @@ only when the epoch is exhausted or the broker refuses a batch of the current ep
 A transactional producer never bumps on its own: its id and epoch come from the
 transaction coordinator (``transactions.py``), and the errors that would make an
 idempotent producer bump make its transaction abortable instead (a refusal of the current
-epoch is a fence, fatal). It drains a batch only when its
-:class:`~aioproducer.transactions.TransactionManager` allows (a partition new to a
-version 1 transaction waits for AddPartitionsToTxn, which this loop sends), and it fails
-the queued batches of a transaction that is aborting or can no longer commit.
+epoch is a fence, fatal). It drains a batch only when its transaction allows (a
+partition new to a version 1 transaction waits for AddPartitionsToTxn, which this loop
+sends), and it fails the queued batches of a transaction that is aborting or can no
+longer commit. The sender sees the transaction only through
+:class:`~aioproducer.txn_gate.TransactionGate`, so ``transactions.py`` depends on this
+module and not the other way round.
+
+Helpers with a job of their own: ``produce_call.py`` builds each produce request just
+before it is written, ``producer_id.py`` gets the producer id of an idempotent producer.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -53,26 +58,16 @@ from .errors import (
     DeliveryTimeoutError,
     KafkaError,
     error_class_for_code,
-    error_for_code,
 )
-from .errors import ConnectionError as KafkaConnectionError
 from .metrics import Metrics
+from .produce_call import ProduceCall
 from .produce_errors import produce_error
-from .protocol.compression import Codec
+from .producer_id import request_producer_id
 from .protocol.error_codes import ErrorCode
-from .protocol.messages import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
-from .protocol.primitives import Writer
-from .protocol.records import RECORD_BATCH_OVERHEAD, restamp_producer_state
+from .protocol.messages import ProducePartitionResponse, ProduceResponse
+from .protocol.records import restamp_producer_state
 from .protocol.versions import ApiKey
-
-if TYPE_CHECKING:
-    from .transactions import TransactionManager
+from .txn_gate import TransactionGate
 
 __all__ = ["Sender"]
 
@@ -104,82 +99,6 @@ class _PartitionState:
         self.in_flight = 0
 
 
-class _ProduceCall:
-    """A produce request in the making: its batches are built just before writing."""
-
-    API_KEY = ApiKey.PRODUCE
-    RESPONSE = ProduceResponse
-
-    __slots__ = (
-        "acks",
-        "answered",
-        "batches",
-        "metrics",
-        "node_id",
-        "observe",
-        "offload",
-        "sent_at",
-        "timeout_ms",
-        "topics",
-        "transactional_id",
-    )
-
-    def __init__(
-        self,
-        node_id: int,
-        acks: int,
-        timeout_ms: int,
-        batches: list[ProducerBatch],
-        offload: int,
-        metrics: Metrics,
-        transactional_id: str | None = None,
-        observe: Callable[[str, int, int], None] | None = None,
-    ) -> None:
-        self.node_id = node_id
-        #: Told (topic, uncompressed, compressed record bytes) of each compressed batch
-        #: built here: the accumulator's compression ratio estimate.
-        self.observe = observe
-        self.metrics = metrics
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.batches = batches
-        self.offload = offload
-        self.sent_at = 0.0
-        self.answered = False
-        self.transactional_id = transactional_id
-        self.topics: list[tuple[str, list[tuple[int, bytes]]]] = []
-
-    async def prepare(self) -> None:
-        by_topic: dict[str, list[tuple[int, bytes]]] = {}
-        for batch in self.batches:
-            data = batch.built
-            if data is None:
-                builder = batch.builder
-                args = (batch.producer_id, batch.producer_epoch, batch.sequence)
-                # Compression releases the GIL: big batches compress on a worker thread
-                # while the loop keeps accepting records.
-                if builder.codec != Codec.NONE and builder.size_in_bytes >= self.offload:
-                    data = await anyio.to_thread.run_sync(builder.build, *args)
-                    self.metrics.batches_compressed_off_loop += 1
-                else:
-                    data = builder.build(*args)
-                batch.built = data
-                if self.observe is not None and builder.codec != Codec.NONE:
-                    self.observe(
-                        batch.topic,
-                        builder.size_in_bytes - RECORD_BATCH_OVERHEAD,
-                        len(data) - RECORD_BATCH_OVERHEAD,
-                    )
-            by_topic.setdefault(batch.topic, []).append((batch.partition, data))
-        self.topics = list(by_topic.items())
-        self.sent_at = time.monotonic()
-
-    def encode_body(self, w: Writer, version: int) -> None:
-        ProduceRequest(self.acks, self.timeout_ms, self.topics, self.transactional_id).encode_body(
-            w, version
-        )
-
-
 class Sender:
     """Drains ready batches to their leaders and settles every batch's outcome."""
 
@@ -203,7 +122,7 @@ class Sender:
         # A transactional producer gets its id from the transaction coordinator instead.
         self._need_new_pid = self.idempotent and config.transactional_id is None
         #: The transaction state of a transactional producer (set by the producer), else None.
-        self.txn: TransactionManager | None = None
+        self.txn: TransactionGate | None = None
         #: Highest version to send per API (a version 1 transactional producer stays below
         #: the Produce version that means transaction version 2). Set by ``txn``.
         self.version_caps: dict[ApiKey, int] = {}
@@ -212,7 +131,7 @@ class Sender:
         # Set when forget_topics() dropped sequence state under the current epoch: a
         # partition without state may then be one the broker still holds sequences of.
         self._sequences_forgotten = False
-        self._inbox: collections.deque[tuple[_ProduceCall, Any, BaseException | None]] = (
+        self._inbox: collections.deque[tuple[ProduceCall, Any, BaseException | None]] = (
             collections.deque()
         )
         self._wakeup = anyio.Event()
@@ -363,47 +282,22 @@ class Sender:
 
     async def _init_producer_id(self) -> bool:
         """Get a fresh producer id and epoch 0; False if the producer cannot have one."""
-        attempts = 0
-        while True:
-            try:
-                conn = await self._any_connection()
-                response: InitProducerIdResponse = await conn.request(InitProducerIdRequest())
-                if response.error_code:
-                    raise error_for_code(response.error_code, "InitProducerId")
-                break
-            except ClusterAuthorizationFailedError as exc:
-                self._fatal = exc
-                return False
-            except KafkaError as exc:
-                attempts += 1
-                log.debug("InitProducerId failed (attempt %d), retrying: %s", attempts, exc)
-                # A fresh broker answers COORDINATOR_LOAD_IN_PROGRESS for a moment; only
-                # a persistent failure (nothing is sent meanwhile) deserves a warning, and
-                # one is enough. An unreachable broker is reported by the cluster instead.
-                if attempts == 5 and not isinstance(exc, KafkaConnectionError):
-                    log.warning(
-                        "the cluster has not given this producer an id for idempotent "
-                        "writes yet (%s); nothing is sent until it does, still trying",
-                        exc,
-                    )
-                self.cluster.request_refresh()
+        try:
+            response = await request_producer_id(
+                self.cluster,
+                self._stopped,
+                self._retry_min,
+                self._retry_max,
                 # Batches keep expiring while the cluster is away.
-                self._expire(time.monotonic())
-                with anyio.move_on_after(backoff(attempts, self._retry_min, self._retry_max)):
-                    await self._stopped.wait()
+                lambda: self._expire(time.monotonic()),
+            )
+        except ClusterAuthorizationFailedError as exc:
+            self._fatal = exc
+            return False
         self.producer_id = response.producer_id
         self.producer_epoch = response.producer_epoch
         log.debug("producer id %s epoch %s", self.producer_id, self.producer_epoch)
         return True
-
-    async def _any_connection(self) -> Any:
-        last: BaseException | None = None
-        for node_id in self.cluster.least_loaded_candidates():
-            try:
-                return await self.cluster.connect(node_id)
-            except KafkaError as exc:
-                last = exc
-        raise last or KafkaConnectionError("no broker reachable")
 
     # -- draining --------------------------------------------------------------------------
 
@@ -521,7 +415,7 @@ class Sender:
         if self.txn is not None:
             # The broker may now hold records of the transaction: it must end with EndTxn.
             self.txn.started = True
-        call = _ProduceCall(
+        call = ProduceCall(
             node_id,
             self.config.acks_value,
             self._request_timeout_ms,
@@ -563,7 +457,7 @@ class Sender:
 
     # -- responses -------------------------------------------------------------------------
 
-    def _on_response(self, call: _ProduceCall, response: Any, error: BaseException | None) -> None:
+    def _on_response(self, call: ProduceCall, response: Any, error: BaseException | None) -> None:
         # Runs in a connection task: only hand over, never touch batch state here. A call
         # is settled once; a second answer would corrupt the in-flight accounting.
         if call.answered:
@@ -597,7 +491,7 @@ class Sender:
             self._handle_produce_response(call, response, now)
 
     def _handle_produce_response(
-        self, call: _ProduceCall, response: ProduceResponse, now: float
+        self, call: ProduceCall, response: ProduceResponse, now: float
     ) -> None:
         if response.throttle_time_ms > 0:
             self._throttled_until[call.node_id] = now + response.throttle_time_ms / 1000

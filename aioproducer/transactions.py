@@ -48,7 +48,7 @@ COORDINATOR_NOT_AVAILABLE (the coordinator moved) and a lost connection lead to 
 FindCoordinator; COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the previous
 transaction's markers are still being written) are retried after a short backoff. If the
 time runs out, a commit or abort raises ``KafkaTimeoutError`` and may be called again to
-resume.
+resume. Finding the coordinators and this retrying are the job of ``txn_coordinator.py``.
 
 Transaction versions: a broker whose ApiVersions response finalizes ``transaction.version``
 at 2 or more gets version 2 (KIP-890): no AddPartitionsToTxn (Produce v12 carries the
@@ -66,14 +66,13 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from .accumulator import Accumulator, TopicPartition
 from .cluster import Cluster, backoff
 from .config import ProducerConfig
-from .connection import BrokerConnection
 from .errors import (
     BrokerResponseError,
     KafkaError,
@@ -82,10 +81,8 @@ from .errors import (
     TransactionAbortedError,
     TransactionFailedError,
     TransactionStateError,
-    UnsupportedVersionError,
     error_for_code,
 )
-from .errors import ConnectionError as KafkaConnectionError
 from .protocol.error_codes import ErrorCode
 from .protocol.messages import (
     KEY_TYPE_GROUP,
@@ -93,36 +90,19 @@ from .protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
     InitProducerIdRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
     TxnOffsetCommitPartition,
     TxnOffsetCommitRequest,
 )
-from .protocol.versions import ApiKey
-
-if TYPE_CHECKING:
-    from .sender import Sender
+from .sender import Sender
+from .txn_coordinator import TV1_CAPS, CoordinatorClient, speaks_tv2
 
 __all__ = ["TransactionManager", "TransactionState"]
 
 log = logging.getLogger("aioproducer.transactions")
 
-# The coordinator moved (or is not there yet): find it again.
-_LOOKUP_AGAIN = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
-# Wait a moment and ask the same coordinator again.
-_RETRY_SAME = frozenset(
-    {
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.CONCURRENT_TRANSACTIONS,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.OPERATION_NOT_ATTEMPTED,
-        ErrorCode.REQUEST_TIMED_OUT,
-        ErrorCode.NETWORK_EXCEPTION,
-    }
-)
 # After these the producer can only be closed.
 _FATAL = frozenset(
     {
@@ -136,16 +116,6 @@ _FATAL = frozenset(
         ErrorCode.INVALID_TRANSACTION_TIMEOUT,
     }
 )
-# CONCURRENT_TRANSACTIONS clears within milliseconds (the markers of the previous
-# transaction are being written): Java retries AddPartitionsToTxn after 20 ms.
-_SHORT_BACKOFF = 0.02
-# Produce, EndTxn and TxnOffsetCommit versions that tell the broker the client speaks
-# transaction version 2; a version 1 client stays below them.
-_TV1_CAPS: Mapping[ApiKey, int] = {
-    ApiKey.PRODUCE: 11,
-    ApiKey.END_TXN: 4,
-    ApiKey.TXN_OFFSET_COMMIT: 4,
-}
 
 
 class TransactionState(enum.Enum):
@@ -199,9 +169,8 @@ class TransactionManager:
         self._bump_needed = False
         # EndTxn(commit) was sent: from then on the transaction can only be committed.
         self._commit_sent = False
-        # Coordinator node id per (key type, key).
-        self._coordinators: dict[tuple[int, str], int] = {}
-        self._lock: anyio.Lock | None = None
+        # Finds the coordinators and sends them the transactional requests.
+        self._coordinators = CoordinatorClient(config, cluster)
         self._max_block = config.max_block_ms / 1000
         self._retry_min = config.retry_backoff_ms / 1000
         self._retry_max = config.retry_backoff_max_ms / 1000
@@ -288,16 +257,15 @@ class TransactionManager:
 
     async def initialize(self) -> None:
         """Get the producer id and epoch of the transactional id (fencing older holders)."""
-        if self._lock is None:
-            self._lock = anyio.Lock()
+        self._coordinators.open()
         self.state = TransactionState.INITIALIZING
         deadline = time.monotonic() + self._max_block
         try:
-            conn = await self._connection_with_retries(
+            conn = await self._coordinators.connection_with_retries(
                 KEY_TYPE_TRANSACTION, self.transactional_id, deadline
             )
-            self.tv2 = _speaks_tv2(conn)
-            caps = {} if self.tv2 else _TV1_CAPS
+            self.tv2 = speaks_tv2(conn)
+            caps = {} if self.tv2 else TV1_CAPS
             self._sender.version_caps = dict(caps)
             await self._init_producer_id(-1, -1, deadline)
         except BaseException as exc:
@@ -653,141 +621,8 @@ class TransactionManager:
         *,
         min_version: int = 0,
     ) -> Any:
-        """Send ``make()`` to the coordinator of ``key`` until it succeeds, retrying what
-        the coordinator asks to retry until ``deadline``; raises the typed error else.
-        A broker below ``min_version`` of the request raises ``UnsupportedVersionError``."""
-        assert self._lock is not None
-        attempts = 0
-        async with self._lock:
-            while True:
-                attempts += 1
-                delay = backoff(attempts, self._retry_min, self._retry_max)
-                request = make()
-                try:
-                    conn = await self._coordinator(key_type, key)
-                    version = _version(conn, request.API_KEY, self.tv2)
-                    if version < min_version:
-                        raise UnsupportedVersionError(
-                            f"{type(request).__name__} needs version {min_version} or later; "
-                            f"the broker offers {version}"
-                        )
-                    response = await conn.request(request, version)
-                    code = _first_error(response)
-                    if code == ErrorCode.NONE:
-                        return response
-                    error: KafkaError = error_for_code(code, f"{type(request).__name__}")
-                except KafkaError as exc:
-                    error = exc
-                    code = exc.code if isinstance(exc, BrokerResponseError) else -2
-                    if isinstance(exc, KafkaConnectionError):
-                        code = ErrorCode.NOT_COORDINATOR
-                if code in _LOOKUP_AGAIN:
-                    self._coordinators.pop((key_type, key), None)
-                elif code == ErrorCode.CONCURRENT_TRANSACTIONS:
-                    delay = _SHORT_BACKOFF
-                elif code not in _RETRY_SAME and not error.retriable:
-                    raise error
-                log.debug(
-                    "%s to the coordinator of %r: %s, retrying", type(request).__name__, key, error
-                )
-                if time.monotonic() + delay > deadline:
-                    raise KafkaTimeoutError(
-                        f"{type(request).__name__} for {key!r} did not succeed within "
-                        f"max_block_ms ({self.config.max_block_ms} ms): {error}"
-                    ) from error
-                await anyio.sleep(delay)
-
-    async def _coordinator(self, key_type: int, key: str) -> BrokerConnection:
-        node_id = self._coordinators.get((key_type, key))
-        if node_id is None:
-            node_id = await self._find_coordinator(key_type, key)
-            self._coordinators[(key_type, key)] = node_id
-        try:
-            return await self.cluster.connect(node_id)
-        except KafkaError:
-            self._coordinators.pop((key_type, key), None)
-            raise
-
-    async def _find_coordinator(self, key_type: int, key: str) -> int:
-        last: BaseException | None = None
-        for candidate in self.cluster.least_loaded_candidates():
-            try:
-                conn = await self.cluster.connect(candidate)
-            except KafkaError as exc:
-                last = exc
-                continue
-            version = conn.versions.get(ApiKey.FIND_COORDINATOR)
-            if version is None:
-                raise UnsupportedVersionError("the broker does not support FindCoordinator")
-            if version >= 4:
-                request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
-            else:
-                request = FindCoordinatorRequest(key=key, key_type=key_type)
-            response: FindCoordinatorResponse = await conn.request(request, version)
-            if response.coordinators:
-                found = response.coordinators[0]
-                code, node_id, host, port = found.error_code, found.node_id, found.host, found.port
-            else:
-                code, node_id = response.error_code, response.node_id
-                host, port = response.host, response.port
-            if code:
-                raise error_for_code(code, f"FindCoordinator for {key!r}")
-            self.cluster.remember_address(node_id, host, port)
-            return node_id
-        raise last or KafkaConnectionError("no broker reachable to find a coordinator")
-
-    async def _connection_with_retries(
-        self, key_type: int, key: str, deadline: float
-    ) -> BrokerConnection:
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                return await self._coordinator(key_type, key)
-            except KafkaError as exc:
-                if not exc.retriable or time.monotonic() > deadline:
-                    if exc.retriable:
-                        raise KafkaTimeoutError(
-                            f"no transaction coordinator found for {key!r} within "
-                            f"max_block_ms ({self.config.max_block_ms} ms): {exc}"
-                        ) from exc
-                    raise
-                log.debug("finding the coordinator of %r: %s, retrying", key, exc)
-                await anyio.sleep(backoff(attempts, self._retry_min, self._retry_max))
-
-
-def _speaks_tv2(conn: BrokerConnection) -> bool:
-    level = conn.finalized_features.get("transaction.version", (0, 0))[1]
-    versions = conn.versions
-    return (
-        level >= 2
-        and versions.get(ApiKey.PRODUCE, 0) >= 12
-        and versions.get(ApiKey.END_TXN, 0) >= 5
-    )
-
-
-def _version(conn: BrokerConnection, api: ApiKey, tv2: bool) -> int:
-    version = conn.versions.get(api)
-    if version is None:
-        raise UnsupportedVersionError(f"the broker does not support {api.name}")
-    if not tv2:
-        version = min(version, _TV1_CAPS.get(api, version))
-    return version
-
-
-def _first_error(response: Any) -> int:
-    """The error of a coordinator response: its own code, or its first partition's."""
-    code = getattr(response, "error_code", 0)
-    if code:
-        return int(code)
-    topics = getattr(response, "results_by_topic_v3_and_below", None)
-    if topics is None:
-        topics = getattr(response, "topics", None)
-    if topics:
-        worst = 0
-        for _name, partitions in topics:
-            for _index, part_code in partitions:
-                if part_code and (worst == 0 or worst == ErrorCode.OPERATION_NOT_ATTEMPTED):
-                    worst = part_code
-        return worst
-    return 0
+        """Send ``make()`` to the coordinator of ``key`` (see
+        :meth:`CoordinatorClient.call`), at this transaction version."""
+        return await self._coordinators.call(
+            key_type, key, make, deadline, tv2=self.tv2, min_version=min_version
+        )

@@ -9,7 +9,9 @@ can be stopped, killed, paused and restarted to test failover.
 Users import it from :mod:`aioproducer.testing.kafka` or :mod:`aioproducer.testing`.
 Package-internal: :func:`record_class_data`, for the ``fetch`` command.
 
-(A little over 700 lines: most of it is KafkaCluster's public methods and their docstrings.)
+Its helpers, each with one job: the layout of ports and node settings (``_layout``),
+waiting for the brokers and topics to be ready (``_readiness``), the nodes' processes
+(``_node``), the broker settings (``_broker_config``), the admin requests (``_admin``).
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
 from ..errors import KafkaError, UnknownTopicOrPartitionError
-from ..protocol.error_codes import ErrorCode
 from ..protocol.messages import MetadataResponse
 from . import _admin
 from ._broker_config import (
@@ -39,18 +40,19 @@ from ._broker_config import (
     security_config,
 )
 from ._cds import BROKER_MAIN_CLASS, cds_allowed, class_data_archive, jvm_flags
-from ._host import HOST, free_ports, new_work_dir, node_dir, register, unregister
+from ._host import HOST, free_ports, new_work_dir, register, unregister
 from ._install import DEFAULT_KAFKA_VERSION, KafkaSetupError, ensure_kafka, find_java
-from ._node import Node, format_storage, log_excerpt
+from ._layout import node_config, place_nodes, port_count
+from ._node import Node, format_storage
 from ._proc import signal_group, wait_stopped
 from ._properties import write_properties
+from ._readiness import PortInUse, wait_for_leaders, wait_visible
 
 __all__ = ["DEFAULT_JVM_ARGS", "KafkaCluster", "record_class_data"]
 
 _LOG4J_RESOURCE = "kafka-log4j2.properties"
 _PORT_ATTEMPTS = 5
 _STOP_TIMEOUT = 30.0
-_POLL_INTERVAL = 0.1
 
 #: JVM flags for a short-lived test broker; they cut start-up time by about a third on two
 #: cores: C1 only (no C2 compilations competing for the CPUs), the serial collector (no GC
@@ -163,7 +165,7 @@ class KafkaCluster:
         self._tls = tls
         self._sasl_users = dict(sasl_users or {})
         check_security(self._listeners, tls, self._sasl_users)
-        ports = (2 + len(self._listeners)) * nodes
+        ports = port_count(nodes, self._listeners)
         if port_base is not None and not 1024 <= port_base <= 65535 - ports:
             raise ValueError(f"port_base {port_base} leaves no room for {ports} ports")
         overrides = {str(k): str(v) for k, v in (broker_config or {}).items()}
@@ -455,7 +457,7 @@ class KafkaCluster:
                     raise
                 attempted = True
                 time.sleep(0.2)
-        self._wait_for_leaders(name, partitions, deadline)
+        wait_for_leaders(self._host, self._reachable_nodes, name, partitions, deadline)
 
     def partition_leaders(self, topic: str) -> dict[int, int]:
         """Map each partition of ``topic`` to its leader's node id (-1: no leader now).
@@ -522,7 +524,7 @@ class KafkaCluster:
             try:
                 self._wait_visible(list(self._nodes.values()), deadline)
                 return
-            except _PortInUse:
+            except PortInUse:
                 # Another process took one of the ports between picking and binding it.
                 for node in self._nodes.values():
                     node.stop(graceful=False, timeout=_STOP_TIMEOUT)
@@ -533,54 +535,16 @@ class KafkaCluster:
 
     def _layout(self) -> dict[int, Node]:
         assert self._work_dir is not None
-        count = (2 + len(self._listeners)) * self._size
+        count = port_count(self._size, self._listeners)
         if self._port_base is not None:
             ports = list(range(self._port_base, self._port_base + count))
         else:
             ports = free_ports(count)
-        # Brokers first, then controllers, then each extra listener: a fixed port_base gives
-        # the same addresses as before for the first two.
-        return {
-            node_id: Node(
-                node_id=node_id,
-                broker_port=ports[node_id - 1],
-                controller_port=ports[self._size + node_id - 1],
-                directory=node_dir(self._work_dir, node_id),
-                host=self._host,
-                listener_ports={
-                    listener.name: ports[(2 + index) * self._size + node_id - 1]
-                    for index, listener in enumerate(self._listeners)
-                },
-            )
-            for node_id in self.node_ids
-        }
+        return place_nodes(self._size, ports, self._work_dir, self._host, self._listeners)
 
     def _node_config(self, node: Node) -> dict[str, str]:
-        voters = ",".join(
-            f"{other.node_id}@{self._host}:{other.controller_port}"
-            for other in self._nodes.values()
-        )
-        listeners = [f"PLAINTEXT://{self._host}:{node.broker_port}"]
-        listeners += [f"{n}://{self._host}:{p}" for n, p in node.listener_ports.items()]
-        protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
-        protocols += [f"{item.name}:{item.security_protocol}" for item in self._listeners]
-        return {
-            "process.roles": "broker,controller",
-            "node.id": str(node.node_id),
-            # A static quorum: the voter set lives in the configuration, not in the formatted
-            # storage, so ports may change between runs on the same work dir.
-            "controller.quorum.voters": voters,
-            "listeners": ",".join(
-                [*listeners, f"CONTROLLER://{self._host}:{node.controller_port}"]
-            ),
-            "advertised.listeners": ",".join(listeners),
-            "inter.broker.listener.name": "PLAINTEXT",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": ",".join(protocols),
-            "log.dirs": str(node.data_dir),
-            **security_config(self._listeners, self._tls, self._sasl_users),
-            **self._config,
-        }
+        settings = {**security_config(self._listeners, self._tls, self._sasl_users), **self._config}
+        return node_config(node, list(self._nodes.values()), self._host, self._listeners, settings)
 
     def _jvm_command(self, main_class: str, heap: str, *args: str) -> list[str]:
         assert self._work_dir is not None and self._libs is not None
@@ -650,82 +614,16 @@ class KafkaCluster:
             raise KafkaSetupError("no broker of the cluster is running (and not paused)")
         return nodes[0]
 
-    def _check_alive(self, nodes: Iterable[Node]) -> None:
-        for node in nodes:
-            if node.proc is None or node.proc.poll() is None:
-                continue
-            output = node.recent_log()
-            if "Address already in use" in output and self._port_base is None:
-                raise _PortInUse(node.node_id)
-            where = f" (full log: {node.log_path})" if self._user_work_dir else ""
-            raise KafkaSetupError(
-                f"Kafka broker {node.node_id} exited with code {node.proc.returncode} while "
-                f"starting{where}.\n{log_excerpt(output)}"
-            )
-
     def _wait_visible(self, targets: Sequence[Node], deadline: float) -> None:
         """Wait until every reachable broker lists every target broker in Metadata."""
-        wanted = {node.node_id for node in targets}
-        waiting_for = "the brokers to start"
-        while True:
-            self._check_alive(targets)
-            observers = self._reachable_nodes()
-            pending: list[str] = []
-            for node in observers:
-                view = _admin.cluster_view(self._host, node.broker_port, timeout=2.0)
-                if view is None:
-                    pending.append(f"broker {node.node_id} does not answer yet")
-                    continue
-                brokers, controller_id = view
-                missing = wanted - brokers
-                if missing:
-                    pending.append(f"broker {node.node_id} does not list {sorted(missing)} yet")
-                elif controller_id < 0:
-                    pending.append(f"broker {node.node_id} knows no controller yet")
-            if not pending:
-                return
-            waiting_for = "; ".join(pending)
-            if time.monotonic() > deadline:
-                tails = "\n".join(
-                    f"--- broker {node.node_id} ({node.log_path.name}) ---\n"
-                    + log_excerpt(node.recent_log(), tail=20)
-                    for node in targets
-                )
-                raise KafkaSetupError(
-                    f"Kafka did not become ready in time ({waiting_for})\n{tails}"
-                )
-            time.sleep(_POLL_INTERVAL)
-
-    def _wait_for_leaders(self, topic: str, partitions: int, deadline: float) -> None:
-        while True:
-            problems: list[str] = []
-            for node in self._reachable_nodes():
-                try:
-                    response = _admin.fetch_metadata(
-                        self._host, node.broker_port, [topic], timeout=5.0
-                    )
-                except KafkaError as exc:
-                    problems.append(f"broker {node.node_id}: {exc}")
-                    continue
-                entry = next((t for t in response.topics if t.name == topic), None)
-                if entry is None or entry.error_code != ErrorCode.NONE:
-                    problems.append(f"broker {node.node_id} does not know the topic yet")
-                elif len(entry.partitions) < partitions or any(
-                    p.leader_id < 0 for p in entry.partitions
-                ):
-                    problems.append(f"broker {node.node_id} lacks leaders")
-            if not problems:
-                return
-            if time.monotonic() > deadline:
-                raise KafkaSetupError(
-                    f"topic {topic!r} has no leader for every partition in time: "
-                    + "; ".join(problems)
-                )
-            time.sleep(_POLL_INTERVAL)
-
-
-class _PortInUse(Exception):
-    """A broker could not bind one of the ports picked for it."""
+        wait_visible(
+            self._host,
+            targets,
+            self._reachable_nodes,
+            deadline,
+            ports_picked=self._port_base is None,
+            log_kept=self._user_work_dir is not None,
+        )
 
 
 def record_class_data(model: KafkaCluster, archive: Path) -> None:

@@ -40,7 +40,6 @@ handled later, even after the client gave up on them and closed the connection.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -52,6 +51,7 @@ from ..errors import BrokerResponseError
 from ..protocol.error_codes import ErrorCode
 from ..protocol.records import Record, RecordBatch, decode_batches
 from ..protocol.versions import ApiKey
+from ..runner import LoopRunner
 
 # Versions the fake implements and advertises (plus SASL's when it serves SASL).
 from ._fake_apis import ADVERTISED_VERSIONS as ADVERTISED_VERSIONS
@@ -126,28 +126,17 @@ class FakeCluster:
         if sasl:
             self._server.sasl = SaslGate(sasl, sasl_session_lifetime_ms)
             self._server.apis.sasl = True
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        # The brokers' event loop and its thread, while started.
+        self._runner: LoopRunner | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> FakeCluster:
         """Start the event-loop thread and every broker's listener; returns ``self``."""
-        if self._thread is not None:
+        if self._runner is not None:
             raise RuntimeError("FakeCluster is already started")
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="aioproducer-fake-cluster", daemon=True)
-        self._thread.start()
-        ready.wait()
+        # Its thread starts with the first call.
+        self._runner = LoopRunner(use_uvloop=False, name="aioproducer-fake-cluster")
         try:
             self._call(self._server.start)
         except BaseException:
@@ -157,15 +146,13 @@ class FakeCluster:
 
     def close(self) -> None:
         """Stop every broker and the loop thread. Calling it again does nothing."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        runner = self._runner
+        if runner is None:
             return
         with contextlib.suppress(Exception):
             self._call(self._server.stop)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        self._loop = None
-        self._thread = None
+        runner.close(10)
+        self._runner = None
 
     def __enter__(self) -> FakeCluster:
         return self.start()
@@ -185,12 +172,12 @@ class FakeCluster:
         await anyio.to_thread.run_sync(self.close)
 
     def _call(self, func: Callable[[], Coroutine[Any, Any, _T]], timeout: float = 30) -> _T:
-        loop = self._loop
-        if loop is None:
+        runner = self._runner
+        if runner is None:
             raise RuntimeError("FakeCluster is not started")
-        if self._thread is threading.current_thread():
+        if runner.in_loop_thread():
             raise RuntimeError("FakeCluster methods cannot be called from its own thread")
-        return asyncio.run_coroutine_threadsafe(func(), loop).result(timeout)
+        return runner.submit(func).result(timeout)
 
     # -- cluster layout ---------------------------------------------------------------------
 

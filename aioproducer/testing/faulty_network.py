@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from ..errors import KafkaError
 from ..protocol.framing import FrameReader, decode_response, encode_response, peek_request_header
 from ..protocol.messages import BrokerMetadata, MetadataResponse
 from ..protocol.versions import ApiKey
+from ..runner import LoopRunner
 
 __all__ = ["FaultyNetwork", "NetworkStats"]
 
@@ -113,8 +113,8 @@ class FaultyNetwork:
         #: Counters, updated on the proxy's thread.
         self.stats = NetworkStats()
         self._listeners: dict[tuple[str, int], _Listener] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        # The proxy's event loop and its thread, while started.
+        self._runner: LoopRunner | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -122,33 +122,21 @@ class FaultyNetwork:
 
     def start(self) -> FaultyNetwork:
         """Open a listener for each bootstrap server; returns ``self``."""
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="faulty-network", daemon=True)
-        self._thread.start()
-        ready.wait()
+        # Its thread starts with the first call.
+        self._runner = LoopRunner(use_uvloop=False, name="faulty-network")
         for address in self._bootstrap:
             self._call(lambda address=address: self._listen(address))  # type: ignore[misc]
         return self
 
     def close(self) -> None:
         """Close every listener and connection and stop the proxy's thread."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        runner = self._runner
+        if runner is None:
             return
         with contextlib.suppress(Exception):
             self._call(self._shutdown, timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
-        self._loop = self._thread = None
+        runner.close(10)
+        self._runner = None
 
     def __enter__(self) -> FaultyNetwork:
         return self.start()
@@ -157,8 +145,8 @@ class FaultyNetwork:
         self.close()
 
     def _call(self, func: Callable[[], Coroutine[Any, Any, _T]], timeout: float = 30) -> _T:
-        assert self._loop is not None, "FaultyNetwork is not started"
-        return asyncio.run_coroutine_threadsafe(func(), self._loop).result(timeout)
+        assert self._runner is not None, "FaultyNetwork is not started"
+        return self._runner.submit(func).result(timeout)
 
     # -- what tests use ----------------------------------------------------------------------
 
@@ -202,8 +190,8 @@ class FaultyNetwork:
         async def begin() -> None:
             listener = self._listener_of(node_id)
             listener.open.clear()
-            assert self._loop is not None
-            self._timers.append(self._loop.call_later(seconds, listener.open.set))
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(seconds, listener.open.set))
 
         self._call(begin)
 

@@ -10,9 +10,10 @@ from aioproducer.config import ProducerConfig
 from aioproducer.connection import BrokerConnection
 from aioproducer.errors import ConnectionError as KafkaConnectionError
 from aioproducer.metrics import Metrics
+from aioproducer.produce_call import ProduceCall
 from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.messages import MetadataRequest
-from aioproducer.sender import Sender, _ProduceCall
+from aioproducer.sender import Sender
 
 
 def test_shutdown_empties_the_queues_the_connection_tasks_hold() -> None:
@@ -44,7 +45,7 @@ def test_sender_settles_a_produce_call_only_once() -> None:
         budget=budget,
     )
     sender = Sender(config, acc, Cluster(config), Metrics())
-    call = _ProduceCall(1, -1, 30000, [], 0, Metrics())
+    call = ProduceCall(1, -1, 30000, [], 0, Metrics())
     sender._in_flight_calls = 1
     error = KafkaConnectionError("cut")
     sender._on_response(call, None, error)
