@@ -6,6 +6,9 @@ neither is given does an example start its own throwaway broker, and it says so 
 That broker is a single-node Apache Kafka run by :mod:`aioproducer.testing` (Java 17+
 needed, and Maven the first time, to fetch the broker jars); it is stopped when the example
 ends, even on Ctrl-C.
+
+The Spark examples get their session from :func:`spark_session`, so that each runs both on
+its own (``python examples/spark_write.py``) and unchanged under ``spark-submit``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 #: The environment variable every example (and the guides' snippets) reads.
 ENV_VAR = "KAFKA_BOOTSTRAP"
@@ -57,3 +61,21 @@ def kafka(bootstrap_servers: str | None, topic: str, partitions: int = 3) -> Ite
         cluster.create_topic(topic, partitions)
         print(f"bootstrap servers: {cluster.bootstrap_servers}", file=sys.stderr, flush=True)
         yield cluster.bootstrap_servers
+
+
+def spark_session(app: str, master: str | None = None) -> Any:
+    """A SparkSession named ``app``, with Spark's log cut down to errors.
+
+    Under ``spark-submit`` the JVM is already running (it passes its gateway port) and the
+    master is whatever was submitted to, so ``master`` is ignored; run directly, Spark runs
+    on ``master`` (default: every local core) with its Python workers on this interpreter.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or "local[*]")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

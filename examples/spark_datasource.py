@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from typing import Any
 
-from _local import add_broker_argument, kafka
+from _local import add_broker_argument, kafka, spark_session
 
 
 def main() -> None:
@@ -36,20 +35,11 @@ def main() -> None:
     parser.add_argument("--master", help="Spark master when not run by spark-submit")
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
     work = args.checkpoint or tempfile.mkdtemp(prefix="aioproducer-example-")
     # The broker first: Spark finds Python data sources through the session that is
     # active in the calling thread, so the session is made right before it is used.
     with kafka(args.bootstrap_servers, args.topic, partitions=6) as servers:
-        builder = SparkSession.builder.appName("aioproducer-spark-datasource")
-        # Under spark-submit the JVM is already running (it passes its gateway port) and
-        # the master is whatever was submitted to; run directly, it uses local cores.
-        if "PYSPARK_GATEWAY_PORT" not in os.environ:
-            builder = builder.master(args.master or "local[*]")
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = spark_session("aioproducer-spark-datasource", args.master)
         try:
 
             def rows(start: int) -> Any:

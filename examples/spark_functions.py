@@ -25,15 +25,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd  # module level: pandas_udf reads its type hints from these globals
-from _local import add_broker_argument, kafka
+from _local import add_broker_argument, kafka, spark_session
 
 from aioproducer import spark as kafka_spark
 
@@ -145,15 +143,7 @@ def main() -> None:
     parser.add_argument("--output", help="write each located row here (JSON lines)")
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("aioproducer-spark-functions")
-    # Under spark-submit the JVM is already running and the master is the submitted one.
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(args.master or "local[*]")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("aioproducer-spark-functions", args.master)
     try:
         with (
             kafka(args.bootstrap_servers, args.topic, partitions=3) as servers,

@@ -24,10 +24,8 @@ Or from the RDD API, with rows::
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-from _local import add_broker_argument, kafka
+from _local import add_broker_argument, kafka, spark_session
 
 from aioproducer import spark as kafka_spark
 
@@ -41,16 +39,7 @@ def main() -> None:
     parser.add_argument("--master", help="Spark master when not run by spark-submit")
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("aioproducer-spark-write")
-    # Under spark-submit the JVM is already running (it passes its gateway port) and the
-    # master is whatever was submitted to; run directly, the example uses local cores.
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(args.master or "local[*]")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("aioproducer-spark-write", args.master)
     try:
         with kafka(args.bootstrap_servers, args.topic, partitions=6) as servers:
             df = spark.range(0, args.rows).selectExpr(

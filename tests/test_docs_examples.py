@@ -9,6 +9,8 @@ in order (``...`` in a line stands for anything).
 
 Shell blocks marked ``<!-- tested -->`` are run line by line from the repository's root with
 the same environment, ``.venv/bin/python`` being this interpreter.
+
+The Spark guide's blocks run in ``tests/spark/test_spark_docs.py``, in the shared Spark session.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def _env(kafka: KafkaCluster) -> dict[str, str]:
     return {**os.environ, "KAFKA_BOOTSTRAP": kafka.bootstrap_servers, "PYTHONPATH": path}
 
 
-def _expect_lines(where: str, printed: str, expected: str) -> None:
+def expect_lines(where: str, printed: str, expected: str) -> None:
     """Each expected line appears in ``printed``, in order; ``...`` matches anything."""
     position = 0
     for line in expected.splitlines():
@@ -97,7 +99,7 @@ def test_documented_example_runs_as_written(
         assert result.returncode == 0, f"{where}:\n{result.stdout}{result.stderr}"
         printed = result.stdout
     if output:
-        _expect_lines(where, printed, output)
+        expect_lines(where, printed, output)
     for topic, partition, offset in _DELIVERED.findall(printed):
         records = consume_all(kafka.bootstrap_servers, topic, partitions=[int(partition)])
         assert int(offset) in {r.offset for r in records}, (where, topic, partition, offset)
