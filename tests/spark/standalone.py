@@ -170,7 +170,7 @@ class StandaloneCluster:
         script: Path,
         *args: str,
         conf: dict[str, str] | None = None,
-        timeout: float = 240.0,
+        timeout: float = 420.0,
     ) -> subprocess.CompletedProcess[str]:
         """``spark-submit --master <this cluster> script args`` (client mode): its output."""
         settings = {
