@@ -21,7 +21,8 @@ import pytest
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
-pytestmark = pytest.mark.slow
+# Three applications started together on a busy machine can take minutes to finish.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
 FUNCTIONS_ROWS = 1500
