@@ -37,8 +37,11 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict examples
 
+# Two workers (pytest-xdist): the broker tests in two lanes, "broker" and "spark" (see
+# tests/conftest.py), each lane serial on one worker; every other test goes wherever a
+# worker is free.
 pytest: $(STAMP) kafka-fetch
-	$(PY) -m pytest -p no:cacheprovider --durations=30
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup --durations=30
 
 # The documentation site, into site/; --strict turns a broken link, an unresolved reference
 # or a public name without a docstring into a failure.

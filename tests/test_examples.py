@@ -394,41 +394,6 @@ def test_trio_example_streams_ordered_readings_per_device(
         assert count > 20  # sent for the whole second, every 10 ms
 
 
-def test_spark_write_example(kafka: KafkaCluster) -> None:
-    import json
-
-    topic = "spark-write-example"
-    kafka.create_topic(topic, partitions=3)
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLES / "spark_write.py"),
-            "--bootstrap-servers",
-            kafka.bootstrap_servers,
-            "--topic",
-            topic,
-            "--rows",
-            "3000",
-            "--master",
-            "local[2]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "wrote 3,000 of 3,000 rows (" in result.stdout
-    records = consume_all(kafka.bootstrap_servers, topic, expected=3000)
-    assert len(records) == 3000
-    ids = sorted(json.loads(r.value)["id"] for r in records if r.value)
-    assert ids == list(range(3000))
-    for r in records:
-        body = json.loads(r.value or b"")
-        assert r.key == f"user-{body['id'] % 1000}".encode()
-        assert body["amount"] == body["id"] * 3 % 100
-        assert r.headers == (("source", b"spark-example"),)
-
-
 # -- _local.py: which cluster an example uses ------------------------------------------------
 
 

@@ -9,7 +9,6 @@ brokers back before it ends, whatever happens, because the cluster is shared.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -367,37 +366,84 @@ async def test_a_dead_leader_that_stays_dead_is_routed_around(kafka3: KafkaClust
     outcome.assert_exact()
 
 
-@_ALL_BACKENDS
-async def test_broker_restart_while_idle_reconnects_transparently(kafka3: KafkaCluster) -> None:
+_BACKENDS = {
+    "asyncio": ("asyncio", {}),
+    "uvloop": ("asyncio", {"use_uvloop": True}),
+    "trio": ("trio", {}),
+}
+
+
+def test_broker_restart_while_idle_reconnects_transparently(kafka3: KafkaCluster) -> None:
+    # One producer per event loop (asyncio, uvloop, trio), each on its own thread and topic,
+    # all idle through the same round of restarts: one round instead of one per loop.
     partitions = 3
-    topic = f"faults-idle-{time.monotonic_ns()}"
-    kafka3.create_topic(topic, partitions, 3, _TOPIC_CONFIG)
-    _wait_fully_replicated(kafka3, topic)
-    ledger = Ledger(partitions)
-    with _restored_afterwards(kafka3):
-        async with Producer(kafka3.bootstrap_servers, linger_ms=1) as producer:
-            for i in range(300):
-                p = i % partitions
-                ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
-            await producer.flush()
-            # Every broker is restarted once (SIGKILL, so no goodbye on the sockets) while
-            # the producer holds connections to all of them and sends nothing.
-            for node in kafka3.node_ids:
-                await anyio.to_thread.run_sync(
-                    functools.partial(kafka3.restart_broker, node, kill=True)
-                )
-                await anyio.to_thread.run_sync(_wait_fully_replicated, kafka3, topic)
-            started = time.monotonic()
-            with anyio.fail_after(60):
+    idle = threading.Barrier(len(_BACKENDS) + 1)  # every producer has sent and flushed
+    restarted = threading.Event()
+    ledgers: dict[str, Ledger] = {}
+    topics: dict[str, str] = {}
+    recovered: dict[str, float] = {}
+    errors: dict[str, BaseException] = {}
+
+    def client(name: str) -> None:
+        backend, options = _BACKENDS[name]
+        ledger, topic = ledgers[name], topics[name]
+
+        async def run() -> None:
+            async with Producer(kafka3.bootstrap_servers, linger_ms=1) as producer:
                 for i in range(300):
                     p = i % partitions
                     ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
                 await producer.flush()
-            recovered = time.monotonic() - started
-    records = await _read_back(kafka3, topic, ledger.sent)
-    outcome = ledger.check(records)
+                await anyio.to_thread.run_sync(idle.wait)
+                await anyio.to_thread.run_sync(restarted.wait)
+                started = time.monotonic()
+                with anyio.fail_after(60):
+                    for i in range(300):
+                        p = i % partitions
+                        ledger.track(p, await producer.send(topic, ledger.value(p), partition=p))
+                    await producer.flush()
+                recovered[name] = time.monotonic() - started
+
+        try:
+            anyio.run(run, backend=backend, backend_options=options)
+        except BaseException as exc:  # reported by the test's thread below
+            errors[name] = exc
+            idle.abort()
+
+    for name in _BACKENDS:
+        topics[name] = f"faults-idle-{name}-{time.monotonic_ns()}"
+        ledgers[name] = Ledger(partitions)
+        kafka3.create_topic(topics[name], partitions, 3, _TOPIC_CONFIG)
+        _wait_fully_replicated(kafka3, topics[name])
+    threads = [threading.Thread(target=client, args=(name,)) for name in _BACKENDS]
+    with _restored_afterwards(kafka3):
+        for t in threads:
+            t.start()
+        try:
+            try:
+                idle.wait(timeout=120)
+            except threading.BrokenBarrierError:
+                pass  # a client failed: its error is raised below
+            else:
+                # Every broker is restarted once (SIGKILL, so no goodbye on the sockets)
+                # while the producers hold connections to all of them and send nothing.
+                for node in kafka3.node_ids:
+                    kafka3.restart_broker(node, kill=True)
+                    for topic in topics.values():
+                        _wait_fully_replicated(kafka3, topic)
+        finally:
+            restarted.set()
+            for t in threads:
+                t.join(timeout=180)
+    assert not errors, errors
+    assert set(recovered) == set(_BACKENDS), "a producer never got past the restarts"
     print()
-    print(outcome.line("idle restart", [recovered]))
-    assert outcome.failed == 0, outcome.failures
-    assert outcome.acked == 600
-    outcome.assert_exact()
+    for name in _BACKENDS:
+        records = consume_all(
+            kafka3.bootstrap_servers, topics[name], expected=ledgers[name].sent, timeout=180
+        )
+        outcome = ledgers[name].check(records)
+        print(outcome.line(f"idle restart, {name}", [recovered[name]]))
+        assert outcome.failed == 0, outcome.failures
+        assert outcome.acked == 600
+        outcome.assert_exact()

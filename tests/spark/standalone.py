@@ -166,17 +166,25 @@ class StandaloneCluster:
             return ""
 
     def submit(
-        self, script: Path, *args: str, timeout: float = 240.0
+        self,
+        script: Path,
+        *args: str,
+        conf: dict[str, str] | None = None,
+        timeout: float = 420.0,
     ) -> subprocess.CompletedProcess[str]:
         """``spark-submit --master <this cluster> script args`` (client mode): its output."""
+        settings = {
+            "spark.executor.extraJavaOptions": JVM_OPTIONS,
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            **(conf or {}),
+        }
         command = [
             str(spark_home() / "bin" / "spark-submit"),
             *("--master", self.master_url),
             *("--executor-memory", "512m", "--driver-memory", "512m"),
             *("--driver-java-options", JVM_OPTIONS),
-            *("--conf", f"spark.executor.extraJavaOptions={JVM_OPTIONS}"),
-            *("--conf", "spark.ui.enabled=false"),
-            *("--conf", "spark.sql.shuffle.partitions=2"),
+            *(arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")),
             str(script),
             *args,
         ]

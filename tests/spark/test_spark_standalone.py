@@ -1,23 +1,100 @@
 """The examples submitted with ``spark-submit`` to a real Spark standalone cluster (a master
-and two workers, see ``standalone.py``): every row is read back from Kafka."""
+and two workers, see ``standalone.py``): every row is read back from Kafka.
+
+The three applications are submitted at once (each with an executor on each worker), so
+their JVM starts overlap; each test then checks its own application's output and records.
+"""
 
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from subprocess import CompletedProcess
+from typing import Any
 
 import pytest
 
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
-if TYPE_CHECKING:
-    from conftest import NewTopic
-
-pytestmark = pytest.mark.slow
+# Three applications started together on a busy machine can take minutes to finish.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
+FUNCTIONS_ROWS = 1500
+
+
+@dataclass
+class Submitted:
+    """One example's application: its topic, scratch directory and (future) result."""
+
+    topic: str
+    scratch: Path
+    result: Future[CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Two workers with room for three applications at a time (an executor of each on
+    each worker)."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    from standalone import StandaloneCluster
+
+    running = StandaloneCluster(
+        tmp_path_factory.mktemp("spark-standalone"), worker_cores=3, worker_memory="2g"
+    )
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def submitted(
+    cluster: Any, kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Submitted]]:
+    """The three examples, submitted together; each test waits for its own."""
+    apps: dict[str, tuple[str, ...]] = {}
+    topics, scratch = {}, {}
+    for name in ("spark_write", "spark_functions", "spark_datasource"):
+        topics[name] = f"standalone-{name}-{uuid.uuid4().hex[:8]}"
+        kafka.create_topic(topics[name], 3)
+        scratch[name] = tmp_path_factory.mktemp(name)
+    servers = ("--bootstrap-servers", kafka.bootstrap_servers)
+    apps["spark_write"] = (*servers, "--topic", topics["spark_write"], "--rows", "4000")
+    apps["spark_functions"] = (
+        *(*servers, "--topic", topics["spark_functions"], "--rows", str(FUNCTIONS_ROWS)),
+        *("--output", str(scratch["spark_functions"] / "located.jsonl")),
+        *("--stream-dir", str(scratch["spark_functions"] / "s")),
+    )
+    apps["spark_datasource"] = (
+        *(*servers, "--topic", topics["spark_datasource"], "--rows", "3000"),
+        *("--checkpoint", str(scratch["spark_datasource"])),
+    )
+    # Two cores per application, one executor each: the master spreads them over both
+    # workers, and the three fit side by side.
+    conf = {"spark.cores.max": "2", "spark.executor.cores": "1"}
+    with ThreadPoolExecutor(len(apps)) as pool:
+        yield {
+            name: Submitted(
+                topics[name],
+                scratch[name],
+                pool.submit(cluster.submit, EXAMPLES / f"{name}.py", *args, conf=conf),
+            )
+            for name, args in apps.items()
+        }
+
+
+def finished(app: Submitted) -> CompletedProcess[str]:
+    result = app.result.result()
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
 
 
 def ran_on_the_cluster(cluster: Any, app_name: str) -> None:
@@ -31,17 +108,13 @@ def ran_on_the_cluster(cluster: Any, app_name: str) -> None:
 
 
 def test_spark_write_example_on_a_standalone_cluster(
-    spark_standalone: Any, kafka: KafkaCluster, new_topic: NewTopic
+    cluster: Any, submitted: dict[str, Submitted], kafka: KafkaCluster
 ) -> None:
-    topic = new_topic(3)
-    result = spark_standalone.submit(
-        EXAMPLES / "spark_write.py",
-        *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic, "--rows", "4000"),
-    )
-
-    assert result.returncode == 0, result.stderr[-4000:]
+    app = submitted["spark_write"]
+    topic = app.topic
+    result = finished(app)
     assert "wrote 4,000 of 4,000 rows (" in result.stdout
-    ran_on_the_cluster(spark_standalone, "aioproducer-spark-write")
+    ran_on_the_cluster(cluster, "aioproducer-spark-write")
     records = consume_all(kafka.bootstrap_servers, topic, expected=4000)
     assert len(records) == 4000
     assert sorted(json.loads(r.value or b"")["id"] for r in records) == list(range(4000))
@@ -53,22 +126,15 @@ def test_spark_write_example_on_a_standalone_cluster(
 
 
 def test_spark_functions_example_on_a_standalone_cluster(
-    spark_standalone: Any, kafka: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+    cluster: Any, submitted: dict[str, Submitted], kafka: KafkaCluster
 ) -> None:
-    topic = new_topic(3)
-    output = tmp_path / "located.jsonl"
-    rows = 1500
-    result = spark_standalone.submit(
-        EXAMPLES / "spark_functions.py",
-        *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic),
-        *("--rows", str(rows), "--output", str(output), "--stream-dir", str(tmp_path / "s")),
-    )
-
-    assert result.returncode == 0, result.stderr[-4000:]
+    app = submitted["spark_functions"]
+    topic, output, rows = app.topic, app.scratch / "located.jsonl", FUNCTIONS_ROWS
+    result = finished(app)
     assert f"mapInPandas  sent {rows:,} rows" in result.stdout
     assert f"pandas_udf   sent {rows:,} rows" in result.stdout
     assert f"foreach      sent {rows:,} rows in 3 micro-batches" in result.stdout
-    ran_on_the_cluster(spark_standalone, "aioproducer-spark-functions")
+    ran_on_the_cluster(cluster, "aioproducer-spark-functions")
 
     records = consume_all(kafka.bootstrap_servers, topic, expected=3 * rows)
     assert len(records) == 3 * rows
@@ -94,21 +160,16 @@ def test_spark_functions_example_on_a_standalone_cluster(
 
 
 def test_spark_datasource_example_on_a_standalone_cluster(
-    spark_standalone: Any, kafka: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+    cluster: Any, submitted: dict[str, Submitted], kafka: KafkaCluster
 ) -> None:
     # Batch and streaming writes through format("aioproducer"), found by PySpark's own
     # lookup (no register call), with tasks on both workers.
-    topic = new_topic(3)
-    result = spark_standalone.submit(
-        EXAMPLES / "spark_datasource.py",
-        *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic),
-        *("--rows", "3000", "--checkpoint", str(tmp_path)),
-    )
-
-    assert result.returncode == 0, result.stderr[-4000:]
+    app = submitted["spark_datasource"]
+    topic = app.topic
+    result = finished(app)
     assert "batch: wrote 3,000 rows" in result.stdout
     assert "stream: wrote 3,000 rows" in result.stdout
-    ran_on_the_cluster(spark_standalone, "aioproducer-spark-datasource")
+    ran_on_the_cluster(cluster, "aioproducer-spark-datasource")
     records = consume_all(kafka.bootstrap_servers, topic, expected=6000)
     assert sorted(json.loads(r.value or b"")["id"] for r in records) == list(range(6000))
     for r in records:

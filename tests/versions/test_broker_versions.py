@@ -15,6 +15,7 @@ jars are fetched with Maven on first use (``KafkaCluster`` calls ``ensure_kafka`
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -55,12 +56,60 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+class _Starting:
+    """A cluster of one release starting on a thread, so the next release's broker boots
+    (a JVM start, most of a version's time) while the current release's tests run."""
+
+    def __init__(self, version: str) -> None:
+        self.cluster = KafkaCluster(nodes=1, version=version)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._start, daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        try:
+            self.cluster.__enter__()
+        except BaseException as exc:  # raised on the test's thread by ready()
+            self.error = exc
+
+    def ready(self) -> KafkaCluster:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.cluster
+
+    def close(self) -> None:
+        self.thread.join()
+        if self.error is None:
+            self.cluster.__exit__(None, None, None)
+
+
+_starting: dict[str, _Starting] = {}
+
+
 @pytest.fixture(scope="module", params=VERSIONS, ids=[f"kafka-{v}" for v in VERSIONS])
 def versioned(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    """A one-node cluster of one Kafka release, formatted with that release's defaults."""
-    with KafkaCluster(nodes=1, version=request.param) as cluster:
-        assert cluster.version == request.param
+    """A one-node cluster of one Kafka release, formatted with that release's defaults (at
+    most two alive: this one and the next one starting)."""
+    version: str = request.param
+    current = _starting.pop(version, None) or _Starting(version)
+    later = VERSIONS[VERSIONS.index(version) + 1 :]
+    if later and later[0] not in _starting:
+        _starting[later[0]] = _Starting(later[0])
+    try:
+        cluster = current.ready()
+        assert cluster.version == version
         yield cluster
+    finally:
+        current.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_broker_left_starting() -> Iterator[None]:
+    # A next release started for tests that were then deselected or skipped is stopped.
+    yield
+    while _starting:
+        _starting.popitem()[1].close()
 
 
 def _api_versions(cluster: KafkaCluster) -> Any:
