@@ -28,6 +28,7 @@ from ..config import ProducerConfig
 from ..errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
 from ..producer import Producer
 from ..sync import SyncProducer
+from ._arrow import COALESCE_BYTES, COALESCE_ROWS, arrow_binary, arrow_nbytes, coalesce
 from ._errors import SparkWriteError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -359,34 +360,6 @@ def send_grouped(
         )
 
 
-def _arrow_binary(column: pa.Array) -> pa.Array:
-    """A string or binary Arrow column as binary (what a serializer is given)."""
-    import pyarrow as pa
-
-    if pa.types.is_string(column.type):
-        return column.cast(pa.binary())
-    if pa.types.is_large_string(column.type):
-        return column.cast(pa.large_binary())
-    return column
-
-
-def _arrow_nbytes(column: pa.Array) -> int:
-    """The bytes of a binary or string column's non-null items (read from its offsets)."""
-    import pyarrow.compute as pc
-
-    if column.null_count == 0 and len(column):
-        # Offsets are absolute into the data buffer: the last minus the first is the total.
-        import numpy as np
-        import pyarrow as pa
-
-        large = pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
-        width = np.int64 if large else np.int32
-        offsets = np.frombuffer(column.buffers()[1], dtype=width)
-        return int(offsets[column.offset + len(column)] - offsets[column.offset])
-    total = pc.sum(pc.binary_length(column)).as_py()
-    return int(total or 0)
-
-
 def _task_stats(
     result: TaskResult,
     producer_name: str,
@@ -574,15 +547,15 @@ def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Re
         for batch in coalesce(batches, COALESCE_ROWS, COALESCE_BYTES):
             names = batch.schema.names
             values: Any = batch.column(names.index(spec.value))
-            result.bytes += _arrow_nbytes(values)
+            result.bytes += arrow_nbytes(values)
             if value_serializer:
-                values = _arrow_binary(values).to_pylist()
+                values = arrow_binary(values).to_pylist()
             keys: Any = None
             if spec.key is not None:
                 keys = batch.column(names.index(spec.key))
-                result.bytes += _arrow_nbytes(keys)
+                result.bytes += arrow_nbytes(keys)
                 if key_serializer:
-                    keys = _arrow_binary(keys).to_pylist()
+                    keys = arrow_binary(keys).to_pylist()
             headers = None
             if spec.headers is not None:
                 headers = batch.column(names.index(spec.headers))
@@ -604,47 +577,6 @@ def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Re
     key_serializer = config.get("key_serializer") is not None
     stats = run_task(spec, body)
     yield pa.RecordBatch.from_pylist([stats], schema=_stats_schema())
-
-
-#: Spark hands a task Arrow batches of ``spark.sql.execution.arrow.maxRecordsPerBatch``
-#: rows: 10,000 by default, which ``write()`` raises for its action but the data source
-#: cannot (it does not own the session). Keyed, 10,000 rows are ~800 per Kafka partition
-#: of 12, and every such run pays the column encoder's fixed cost per call. So
-#: consecutive batches are sent together, up to this many rows or bytes (one copy of
-#: those bytes; the bound keeps a worker's memory at its buffer plus a constant).
-COALESCE_ROWS = 65_536
-COALESCE_BYTES = 8 << 20
-
-
-def coalesce(
-    batches: Iterable[pa.RecordBatch], max_rows: int, max_bytes: int
-) -> Iterator[pa.RecordBatch]:
-    """``batches`` (non-empty ones, of one schema) joined in order into batches of at least
-    ``max_rows`` rows or ``max_bytes`` bytes (the last one: whatever is left); a batch
-    that reaches either bound alone passes through without a copy."""
-    import pyarrow as pa
-
-    group: list[pa.RecordBatch] = []
-    rows = size = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        group.append(batch)
-        rows += batch.num_rows
-        size += batch.nbytes
-        if rows >= max_rows or size >= max_bytes:
-            yield _joined(pa, group)
-            group, rows, size = [], 0, 0
-    if group:
-        yield _joined(pa, group)
-
-
-def _joined(pa: Any, group: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(group) == 1:
-        return group[0]
-    table = pa.Table.from_batches(group).combine_chunks()
-    joined: pa.RecordBatch = table.to_batches()[0]
-    return joined
 
 
 def send_by_topic(

@@ -80,13 +80,13 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from ..errors import ConfigError, InvalidArgumentError
 from ..sync import SyncProducer
+from ._arrow import arrow_nbytes
 from ._errors import SparkWriteError
 from ._options import SinkOptions
 from ._sink import input_columns, sink_spec
 from ._tasks import (
     Spec,
     TaskResult,
-    _arrow_nbytes,
     check_config,
     send,
     send_by_topic,
@@ -305,7 +305,7 @@ def _send_all(
     for batch in batches:
         names = batch.schema.names
         values = batch.column(names.index(spec.value))
-        result.bytes += _arrow_nbytes(values)
+        result.bytes += arrow_nbytes(values)
         keys = None if spec.key is None else batch.column(names.index(spec.key))
         headers = None if spec.headers is None else batch.column(names.index(spec.headers))
         parts = None if spec.partition is None else batch.column(names.index(spec.partition))

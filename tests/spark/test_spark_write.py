@@ -302,7 +302,7 @@ def test_a_task_joins_small_arrow_batches_in_order_within_its_bounds() -> None:
     """Spark's small Arrow batches are sent together (fewer, longer runs per Kafka
     partition): every row once, in order; a batch at a bound passes through uncopied."""
     pa = pytest.importorskip("pyarrow")
-    from aioproducer.spark._tasks import coalesce
+    from aioproducer.spark._arrow import coalesce
 
     sizes = [3, 0, 4, 5, 1, 9, 2]
     batches = [
