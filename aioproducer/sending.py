@@ -237,6 +237,15 @@ class PromiseCore:
     def _settled(self) -> DeliveryHandle | BaseException | None:
         """The outcome once the record is done (delivered or failed), else None."""
         out = self._outcome()
-        if isinstance(out, DeliveryHandle) and not out._batch.done:
+        if isinstance(out, DeliveryHandle) and not out.settled():
             return None
+        return out
+
+    def _error(self) -> BaseException | PromiseCore | None:
+        """Once the record is done, its error (None if it was delivered); else ``self``."""
+        out = self._settled()
+        if out is None:
+            return self
+        if isinstance(out, DeliveryHandle):
+            return out.failure()
         return out

@@ -104,9 +104,11 @@ class DeliveryFuture(PromiseCore):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; the delivery's error, or ``None`` if it succeeded."""
-        out = self._wait(timeout)
-        if isinstance(out, DeliveryHandle):
-            return out.exception()
+        out = self._error()  # compiled: no Python frame once the record is done
+        if out is self:
+            self._wait(timeout)
+            out = self._error()
+        assert not isinstance(out, PromiseCore)
         return out
 
     def add_done_callback(self, fn: Callable[[DeliveryFuture], Any]) -> None:
