@@ -242,6 +242,16 @@ class RecordHandle:
         record's index in it."""
         return self._batch, self._index
 
+    def settled(self) -> bool:
+        """Package-internal: whether the record's batch is done (compiled, unlike the
+        public ``done()``)."""
+        return self._batch.done
+
+    def failure(self) -> BaseException | None:
+        """Package-internal: the error of a record whose batch is done, None if it was
+        delivered."""
+        return self._batch.outcome(self._index)[2]
+
 
 class Accumulator:
     """Per-partition queues of batches, and the rules that make a batch ready to send."""

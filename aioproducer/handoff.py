@@ -23,19 +23,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from .accumulator import ProducerBatch
-from .budget import MemoryBudget
 from .cluster import TopicInfo
 from .config import ProducerConfig
 from .errors import (
     BufferFullError,
-    KafkaError,
     ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
-from .intake import ColumnRun, Intake, PreparedRecord, partitioner_failed
+from .intake import ColumnRun, Intake, PreparedRecord
 from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle
 from .runner import LoopRunner
+from .sending import HandoffCore, Pending, Tally
 
 __all__ = [
     "CLOSED",
@@ -66,17 +65,6 @@ _SLICE = 4096
 BULK_AHEAD = 1 << 20
 
 
-class Tally:
-    """Counts of records a producer has taken and how many of them failed."""
-
-    __slots__ = ("failed", "first_error", "records")
-
-    def __init__(self, records: int = 0, failed: int = 0, first_error: BaseException | None = None):
-        self.records = records
-        self.failed = failed
-        self.first_error = first_error
-
-
 class BulkEnd(NamedTuple):
     """Follows a bulk send's last :class:`~aioproducer.intake.ColumnRun`: from here on
     its :class:`~aioproducer.BulkDelivery` waits for its batches."""
@@ -91,30 +79,15 @@ class BulkEnd(NamedTuple):
 Entry = PreparedRecord | ColumnRun | BulkEnd
 
 
-class Pending:
-    """Entries handed over by threads between two wake-ups of the loop."""
-
-    __slots__ = ("callbacks", "entries", "nbytes", "outcomes")
-
-    def __init__(self) -> None:
-        self.entries: list[Entry] = []
-        #: Bytes the entries were admitted with, not yet charged to the budget.
-        self.nbytes = 0
-        #: Per entry, once the loop has taken it: a record's DeliveryHandle, or the error
-        #: that kept it out of the accumulator; None for a bulk send's entries.
-        self.outcomes: list[DeliveryHandle | BaseException | None] = []
-        #: (position, callback) added before the loop took the entry at that position.
-        self.callbacks: list[tuple[int, Callable[[], None]]] = []
-
-
-class Handoff(Generic[P]):
+class Handoff(HandoffCore, Generic[P]):
     """A producer's intake for other threads (package-internal: used by SyncProducer).
 
     Thread side (any thread): :meth:`put`, :meth:`put_many`, :meth:`put_runs`,
     :meth:`topic_info`, :meth:`wait_for`, :meth:`when_done`, :meth:`tally`, :meth:`close`.
     ``cond`` guards the pending chunk, the counters and ``open``. Loop side: :meth:`pump`
     and the batch callbacks. ``promise(handoff, pending, position)`` makes what
-    :meth:`put` returns for a record.
+    :meth:`put` returns for a record. The common cases per record (a record admitted at
+    once, a record appended) are :class:`~aioproducer.sending.HandoffCore`'s, compiled.
     """
 
     def __init__(
@@ -124,25 +97,15 @@ class Handoff(Generic[P]):
         max_block: float,
         promise: Callable[[Handoff[P], Pending, int], P],
     ) -> None:
-        self.intake = intake
+        super().__init__(intake, promise, self._wake)
         self.runner = runner
         self.max_block = max_block
-        self.promise = promise
-        self.cluster = intake.cluster
-        self.budget: MemoryBudget = intake.budget
-        self.limit = intake.budget.limit
         # The hot paths take ``lock`` itself: entering the Condition costs a Python-level
         # call per record; waits and notifications go through ``cond`` on the same lock.
-        self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
-        #: Whether records are accepted (threads); close() ends it.
-        self.open = True
-        self.pending = Pending()
-        self.wake_scheduled = False
         self.waiting = 0
         self.space_waiters = 0
         self.urgent = False
-        self._tally = Tally()
         # Loop side: chunks being moved into the accumulator, [chunk, next index].
         self.backlog: collections.deque[list[Any]] = collections.deque()
         self.pump_scheduled = False
@@ -161,28 +124,9 @@ class Handoff(Generic[P]):
         return info
 
     def put(self, record: PreparedRecord) -> P:
-        """Hand one checked record over, waiting for buffer space as needed."""
-        topic = record[0]
-        info = self.cluster.snapshot.topics.get(topic)
-        if info is None:
-            info = self.topic_info(topic)
-        if record[5] is not None:
-            self.intake.check_partition(topic, record[5], info)
-        need = record[6]
-        with self.lock:
-            if not self.open:
-                raise ProducerClosedError("the producer is closed")
-            pending = self.pending
-            if pending.nbytes + self.budget.used + need <= self.limit:
-                entries = pending.entries
-                entries.append(record)
-                pending.nbytes += need
-                self._tally.records += 1
-                if not self.wake_scheduled:
-                    self.wake_scheduled = True
-                    self.runner.call_soon(self._pump_soon)
-                return self.promise(self, pending, len(entries) - 1)
-        # No room: the general path waits for space (or raises BufferFullError).
+        """Hand one checked record over, waiting for buffer space as needed (the general
+        case of :meth:`~aioproducer.sending.HandoffCore.send`)."""
+        self.topic_info(record[0])  # waits for the topic's metadata if it is not loaded
         return self.put_many([record])[0]
 
     def put_many(self, records: list[PreparedRecord]) -> list[P]:
@@ -205,7 +149,7 @@ class Handoff(Generic[P]):
                 first = len(entries)
                 entries.extend(records)
                 pending.nbytes += total
-                self._tally.records += len(records)
+                self.counts.records += len(records)
                 self._schedule_pump()
                 fast = True
             else:
@@ -226,7 +170,7 @@ class Handoff(Generic[P]):
                     added += 1
                     out.append(promise(self, pending, len(pending.entries) - 1))
             finally:
-                self._tally.records += added
+                self.counts.records += added
                 if self.pending.entries:
                     self._schedule_pump()
         return out
@@ -258,7 +202,7 @@ class Handoff(Generic[P]):
                     pending = self.pending
                     pending.entries.append(run)
                     pending.nbytes += run.size
-                    self._tally.records += run.stop - run.start
+                    self.counts.records += run.stop - run.start
             finally:
                 # The end needs no space, so it goes in even when waiting for space failed:
                 # the bulk then completes with what went in.
@@ -296,7 +240,7 @@ class Handoff(Generic[P]):
     def tally(self) -> Tally:
         """Records taken and failed so far."""
         with self.cond:
-            t = self._tally
+            t = self.counts
             return Tally(t.records, t.failed, t.first_error)
 
     def pending_count(self) -> int:
@@ -318,7 +262,11 @@ class Handoff(Generic[P]):
         # Called with cond held.
         if not self.wake_scheduled:
             self.wake_scheduled = True
-            self.runner.call_soon(self._pump_soon)
+            self._wake()
+
+    def _wake(self) -> None:
+        # Called with cond held, once per chunk: the loop takes the chunk soon.
+        self.runner.call_soon(self._pump_soon)
 
     def _wait_for_bulks(self, total: int) -> None:
         # Called with cond held. The earlier bulks' runs are admitted already: they only
@@ -392,51 +340,20 @@ class Handoff(Generic[P]):
     def pump(self, limit: float) -> None:
         """Move up to ``limit`` entries (oldest chunk first) into the accumulator (loop)."""
         self._take_pending()
-        intake = self.intake
-        append = intake.append
-        budget = self.budget
         topics = self.cluster.snapshot.topics
         moved = 0
         failed_early = 0
         first_error: BaseException | None = None
-        last_topic: str | None = None
-        info: TopicInfo | None = None
         while self.backlog and moved < limit:
             entry = self.backlog[0]
             pending: Pending = entry[0]
             start = entry[1]
             entries = pending.entries
             stop = int(min(len(entries), start + limit - moved))
-            outcomes = pending.outcomes
-            for i in range(start, stop):
-                record = entries[i]
-                if type(record) is not PreparedRecord:
-                    outcomes.append(None)
-                    failed, error = self._pump_bulk(record, topics)
-                    if failed:
-                        failed_early += failed
-                        first_error = first_error or error
-                    continue
-                topic = record[0]
-                try:
-                    if topic is not last_topic:
-                        info = topics.get(topic) or self.cluster.recall(topic)
-                        last_topic = topic
-                    if info is None:
-                        budget.release(record[6])
-                        raise UnknownTopicOrPartitionError(
-                            f"topic {topic!r} is no longer in the cluster's metadata"
-                        )
-                    outcomes.append(append(record, info)[0])
-                except KafkaError as exc:
-                    outcomes.append(exc)
-                    failed_early += 1
-                    first_error = first_error or exc
-                except Exception as exc:  # a custom partitioner's bug fails its record only
-                    err = partitioner_failed(exc)
-                    outcomes.append(err)
-                    failed_early += 1
-                    first_error = first_error or err
+            failed, error = self.take(pending, start, stop, topics, self._pump_bulk)
+            if failed:
+                failed_early += failed
+                first_error = first_error or error
             moved += stop - start
             # Entries are dropped from the chunk as they go (promises keep only outcomes).
             if stop >= len(entries):
@@ -446,18 +363,17 @@ class Handoff(Generic[P]):
                 entry[1] = stop
             if pending.callbacks:
                 self._settle_early(pending)
-            last_topic = None
             topics = self.cluster.snapshot.topics
         if failed_early:
             with self.cond:
-                self._tally.failed += failed_early
-                if self._tally.first_error is None:
-                    self._tally.first_error = first_error
+                self.counts.failed += failed_early
+                if self.counts.first_error is None:
+                    self.counts.first_error = first_error
                 self.cond.notify_all()
-        if self.urgent and not self.space_waiters and intake.accepting:
+        if self.urgent and not self.space_waiters and self.intake.accepting:
             # Nobody waits for space any more: batches may linger again.
             self.urgent = False
-            intake.hurry(False)
+            self.intake.hurry(False)
         if self.backlog and not self.pump_scheduled:
             self.pump_scheduled = True
             self.runner.loop.call_soon(self._pump_soon)
@@ -516,9 +432,9 @@ class Handoff(Generic[P]):
         failed, first = batch.failures()
         with self.cond:
             if failed:
-                self._tally.failed += failed
-                if self._tally.first_error is None:
-                    self._tally.first_error = first
+                self.counts.failed += failed
+                if self.counts.first_error is None:
+                    self.counts.first_error = first
             if self.waiting:
                 self.cond.notify_all()
             if self.urgent and not self.space_waiters:

@@ -6,6 +6,11 @@ topic's first metadata and for buffer space. Transactions (``transactional_id``)
 driven by a :class:`~aioproducer.transactions.TransactionManager` (``transactions.py``).
 """
 
+# Just over 700 lines, on purpose: it is one class, the public Producer, and almost all of
+# it is the documented API (signatures and the docstrings the API reference shows). The
+# work is elsewhere already (intake.py, sending.py, sender.py, transactions.py); moving
+# public methods out would split the class's reference page, not its work.
+
 from __future__ import annotations
 
 import contextlib

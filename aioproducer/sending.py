@@ -16,15 +16,20 @@ batches even if the caller never yields.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from anyio.lowlevel import cancel_shielded_checkpoint
 
-from .intake import Intake, PreparedRecord
+from ._mypyc import mypyc_attr
+from .budget import MemoryBudget
+from .cluster import Cluster
+from .errors import KafkaError, UnknownTopicOrPartitionError
+from .intake import Intake, PreparedRecord, partitioner_failed
 from .results import DeliveryHandle
 
-__all__ = ["TRACING", "SendPath"]
+__all__ = ["TRACING", "HandoffCore", "Pending", "PromiseCore", "SendPath", "Tally"]
 
 #: ``TRACING[0]`` is true once any producer may trace its sends (set by ``otel.py``, never
 #: reset): until then the common case skips looking up the producer's tracing hook.
@@ -73,3 +78,174 @@ class SendPath:
             # yields (shielded: the record is already buffered).
             await cancel_shielded_checkpoint()
         return result
+
+
+# -- SyncProducer's hand-off (``handoff.py``, ``sync.py``) -------------------------------------
+
+
+class Tally:
+    """Counts of records a producer has taken and how many of them failed."""
+
+    def __init__(
+        self, records: int = 0, failed: int = 0, first_error: BaseException | None = None
+    ) -> None:
+        self.records = records
+        self.failed = failed
+        self.first_error = first_error
+
+
+class Pending:
+    """Entries handed over by threads between two wake-ups of the loop."""
+
+    def __init__(self) -> None:
+        #: Records (:class:`~aioproducer.intake.PreparedRecord`) and bulk-send entries.
+        self.entries: list[Any] = []
+        #: Bytes the entries were admitted with, not yet charged to the budget.
+        self.nbytes = 0
+        #: Per entry, once the loop has taken it: a record's DeliveryHandle, or the error
+        #: that kept it out of the accumulator; None for a bulk send's entries.
+        self.outcomes: list[DeliveryHandle | BaseException | None] = []
+        #: (position, callback) added before the loop took the entry at that position.
+        self.callbacks: list[tuple[int, Callable[[], None]]] = []
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class HandoffCore:
+    """Package-internal: the state a :class:`~aioproducer.handoff.Handoff` shares between
+    threads and its loop, and its per-record common cases, compiled.
+
+    :meth:`send` checks a record and admits it in the calling thread; :meth:`take` appends
+    a chunk's records on the loop. ``lock`` guards ``open``, ``pending``,
+    ``wake_scheduled`` and ``counts``. ``wake`` (set by the subclass) schedules the
+    loop's next take; it is called with ``lock`` held, once per chunk.
+    """
+
+    def __init__(
+        self, intake: Intake, promise: Callable[[Any, Pending, int], Any], wake: Callable[[], None]
+    ) -> None:
+        self.intake = intake
+        self.cluster: Cluster = intake.cluster
+        self.budget: MemoryBudget = intake.budget
+        self.limit = intake.budget.limit
+        self.promise = promise
+        self.wake = wake
+        self.lock = threading.Lock()
+        #: Whether records are accepted (threads); close() ends it.
+        self.open = True
+        self.pending = Pending()
+        self.wake_scheduled = False
+        self.counts = Tally()
+
+    def send(
+        self, topic: Any, value: Any, key: Any, headers: Any, partition: Any, timestamp_ms: Any
+    ) -> Any:
+        """Check one record (bad input raises here) and admit it if its topic's metadata is
+        loaded, it names no partition and the buffer has room at once: its promise. Else
+        the checked :class:`~aioproducer.intake.PreparedRecord`, for the general path."""
+        record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
+        if partition is not None or self.cluster.snapshot.topics.get(topic) is None:
+            return record
+        need: int = record[6]
+        pos = -1
+        with self.lock:
+            if self.open:
+                pending = self.pending
+                if pending.nbytes + self.budget.used + need <= self.limit:
+                    entries = pending.entries
+                    entries.append(record)
+                    pending.nbytes += need
+                    self.counts.records += 1
+                    if not self.wake_scheduled:
+                        self.wake_scheduled = True
+                        self.wake()
+                    pos = len(entries) - 1
+        if pos < 0:
+            return record  # closed (the general path raises) or no room (it waits)
+        return self.promise(self, pending, pos)
+
+    def take(
+        self,
+        pending: Pending,
+        start: int,
+        stop: int,
+        topics: dict[str, Any],
+        other: Callable[[Any, dict[str, Any]], tuple[int, BaseException | None]],
+    ) -> tuple[int, BaseException | None]:
+        """Append entries ``start:stop`` of ``pending`` (loop), recording each record's
+        outcome; ``other(entry, topics)`` handles a bulk send's entries. Returns how many
+        failed before reaching a batch, and the first of their errors."""
+        intake = self.intake
+        entries = pending.entries
+        outcomes = pending.outcomes
+        failed = 0
+        first_error: BaseException | None = None
+        last_topic: Any = None
+        info: Any = None
+        for i in range(start, stop):
+            record = entries[i]
+            if type(record) is not PreparedRecord:
+                outcomes.append(None)
+                bad, error = other(record, topics)
+                if bad:
+                    failed += bad
+                    if first_error is None:
+                        first_error = error
+                continue
+            topic = record[0]
+            try:
+                if topic is not last_topic:
+                    info = topics.get(topic) or self.cluster.recall(topic)
+                    last_topic = topic
+                if info is None:
+                    self.budget.release(record[6])
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} is no longer in the cluster's metadata"
+                    )
+                outcomes.append(intake.append(record, info)[0])
+            except KafkaError as exc:
+                outcomes.append(exc)
+                failed += 1
+                if first_error is None:
+                    first_error = exc
+            except Exception as exc:  # a custom partitioner's bug fails its record only
+                err = partitioner_failed(exc)
+                outcomes.append(err)
+                failed += 1
+                if first_error is None:
+                    first_error = err
+        return failed, first_error
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class PromiseCore:
+    """Package-internal: the fields of :class:`~aioproducer.sync.DeliveryFuture`, which
+    subclasses it; compiled, building one per record runs no Python code."""
+
+    __slots__ = ("_handoff", "_pending", "_pos")
+
+    def __init__(self, handoff: Any, pending: Pending, pos: int) -> None:
+        self._handoff = handoff
+        self._pending = pending
+        self._pos = pos
+
+    def _outcome(self) -> DeliveryHandle | BaseException | None:
+        # None until the loop has taken the record.
+        outcomes = self._pending.outcomes
+        pos = self._pos
+        return outcomes[pos] if pos < len(outcomes) else None
+
+    def _settled(self) -> DeliveryHandle | BaseException | None:
+        """The outcome once the record is done (delivered or failed), else None."""
+        out = self._outcome()
+        if isinstance(out, DeliveryHandle) and not out.settled():
+            return None
+        return out
+
+    def _error(self) -> BaseException | PromiseCore | None:
+        """Once the record is done, its error (None if it was delivered); else ``self``."""
+        out = self._settled()
+        if out is None:
+            return self
+        if isinstance(out, DeliveryHandle):
+            return out.failure()
+        return out

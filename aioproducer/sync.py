@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from .config import ProducerConfig
 from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError, TransactionFailedError
-from .handoff import RUNNING, Engine, Handoff, Pending, Tally
+from .handoff import RUNNING, Engine, Handoff, Tally
 from .intake import Headers, PreparedRecord, aligned, check_topic, record_timestamp
 from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner, default_runner
+from .sending import PromiseCore
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,7 +48,7 @@ class _WaitTimeout(KafkaTimeoutError, concurrent.futures.TimeoutError):
     """``DeliveryFuture.result(timeout)`` ran out of time (the delivery goes on)."""
 
 
-class DeliveryFuture:
+class DeliveryFuture(PromiseCore):
     """The pending delivery of one record sent with :meth:`SyncProducer.send`.
 
     It behaves like a :class:`concurrent.futures.Future` of a
@@ -59,24 +60,14 @@ class DeliveryFuture:
     For ``concurrent.futures.wait()`` or ``as_completed()`` use :meth:`as_future`.
     """
 
-    __slots__ = ("__weakref__", "_handoff", "_pending", "_pos")
-
-    def __init__(self, handoff: Handoff[DeliveryFuture], pending: Pending, pos: int) -> None:
-        self._handoff = handoff
-        self._pending = pending
-        self._pos = pos
-
-    def _outcome(self) -> DeliveryHandle | BaseException | None:
-        return self._handoff.outcome(self._pending, self._pos)
+    # The fields, the constructor (handoff, pending, position) and the outcome's lookup
+    # are PromiseCore's (``sending.py``): compiled, it builds a future per record without
+    # running Python code.
+    __slots__ = ("__weakref__",)
 
     def done(self) -> bool:
         """Whether the record has been delivered or has failed."""
-        out = self._outcome()
-        if out is None:
-            return False
-        if type(out) is DeliveryHandle:
-            return out.done()
-        return True
+        return self._settled() is not None
 
     def running(self) -> bool:
         """Whether the delivery is still pending (it is never cancellable)."""
@@ -91,7 +82,10 @@ class DeliveryFuture:
         return False
 
     def _wait(self, timeout: float | None) -> DeliveryHandle | BaseException:
-        if not self.done() and not self._handoff.wait_for(self.done, timeout):
+        out = self._settled()
+        if out is not None:
+            return out
+        if not self._handoff.wait_for(self.done, timeout):
             raise _WaitTimeout(f"the record was not delivered within {timeout} s (still pending)")
         out = self._outcome()
         assert out is not None
@@ -110,9 +104,11 @@ class DeliveryFuture:
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; the delivery's error, or ``None`` if it succeeded."""
-        out = self._wait(timeout)
-        if isinstance(out, DeliveryHandle):
-            return out.exception()
+        out = self._error()  # compiled: no Python frame once the record is done
+        if out is self:
+            self._wait(timeout)
+            out = self._error()
+        assert not isinstance(out, PromiseCore)
         return out
 
     def add_done_callback(self, fn: Callable[[DeliveryFuture], Any]) -> None:
@@ -349,8 +345,13 @@ class SyncProducer:
             return self._send_traced(
                 hook, engine, topic, value, key, headers, partition, timestamp_ms
             )
-        record = engine.intake.record(topic, key, value, headers, partition, timestamp_ms)
-        return engine.handoff.put(record)
+        handoff = engine.handoff
+        # Compiled: checks the record and, in the common case, admits it at once.
+        out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
+        if type(out) is PreparedRecord:
+            return handoff.put(out)  # it waits for metadata or buffer space, or raises
+        future: DeliveryFuture = out
+        return future
 
     def _send_traced(
         self,

@@ -13,6 +13,13 @@ producer whose topic metadata is filled in by hand, so records only pile up in b
 under valgrind's callgrind, for 5,000 and for 25,000 records, and divides the difference
 by 20,000 (start-up cancels out). It needs ``valgrind`` on the PATH.
 
+``--sync`` measures :meth:`aioproducer.SyncProducer.send` instead: the CPU of the calling
+thread and of the producer's loop thread together (the fake brokers left out), from the
+first ``send()`` until every record is acknowledged and every future checked; with
+``--instructions`` the fake brokers run in a process of their own and callgrind counts
+the instructions of the producer's process per record (sender and checks included), again
+as the difference of a 25,000- and a 5,000-record run.
+
 For an A/B comparison of two trees, run it once per tree with ``PYTHONPATH`` pointing at
 each, alternating, and compare the medians; ``--rounds`` repeats inside one process.
 """
@@ -90,8 +97,45 @@ async def _offline(records: int, keyed: bool) -> None:
         producer._state = producer_module._CLOSED
 
 
-def _instructions(records: int, keyed: bool, backend: str) -> int:
-    """Instructions callgrind counts for a whole ``--offline`` run of ``records``."""
+def _sync_run(bootstrap: str, records: int, keyed: bool) -> float:
+    """``SyncProducer.send`` of ``records`` records, then flush and check every future:
+    the CPU of the calling thread and the loop thread per record, in µs."""
+    from aioproducer import SyncProducer
+    from aioproducer.runner import LoopRunner
+
+    runner = LoopRunner()
+    value = b"x" * 100
+    keys = [f"key-{i:06d}".encode() for i in range(1000)]
+    with SyncProducer(bootstrap, runner=runner, linger_ms=5, batch_size=16384) as producer:
+        producer.send(TOPIC, b"warm").result(30)
+        thread = runner.thread
+        assert thread is not None and thread.ident is not None
+        clock = time.pthread_getcpuclockid(thread.ident)
+        send = producer.send
+        start = time.thread_time() + time.clock_gettime(clock)
+        if keyed:
+            futures = [send(TOPIC, value, keys[i % 1000]) for i in range(records)]
+        else:
+            futures = [send(TOPIC, value) for _ in range(records)]
+        producer.flush()
+        for future in futures:
+            if future.exception(timeout=120) is not None:
+                raise RuntimeError(f"a record failed: {future.exception()!r}")
+        used = time.thread_time() + time.clock_gettime(clock) - start
+    return used / records * 1e6
+
+
+def _serve() -> None:
+    # A fake cluster for --sync --instructions, outside the measured process.
+    with FakeCluster(brokers=1) as fc:
+        fc.create_topic(TOPIC, partitions=12)
+        print(fc.bootstrap_servers, flush=True)
+        sys.stdin.read()
+
+
+def _instructions(records: int, keyed: bool, backend: str, bootstrap: str = "") -> int:
+    """Instructions callgrind counts for a whole ``--offline`` run of ``records`` (or,
+    given ``bootstrap``, a ``--sync`` run against it)."""
     cmd = [
         "valgrind",
         "--tool=callgrind",
@@ -106,11 +150,44 @@ def _instructions(records: int, keyed: bool, backend: str) -> int:
     ]
     if keyed:
         cmd.append("--keyed")
+    if bootstrap:
+        cmd += ["--sync", "--bootstrap", bootstrap]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=os.environ)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count in callgrind's output:\n{done.stderr}")
     return int(found.group(1))
+
+
+def _count(keyed: bool, backend: str, sync: bool) -> int:
+    import aioproducer.speedups as speedups
+
+    if not sync:
+        small = _instructions(5_000, keyed, backend)
+        large = _instructions(25_000, keyed, backend)
+        what = "await send()"
+    else:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "bench.send_cpu", "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            bootstrap = server.stdout.readline().strip()
+            small = _instructions(5_000, keyed, backend, bootstrap)
+            large = _instructions(25_000, keyed, backend, bootstrap)
+        finally:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(30)
+        what = "SyncProducer.send() (both threads, sender and checks included)"
+    print(
+        f"{(large - small) / 20_000:,.0f} instructions per {what} "
+        f"({speedups.ACTIVE}: {speedups.REASON})"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,20 +199,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
     parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--sync", action="store_true", help="SyncProducer.send instead")
     parser.add_argument("--offline", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        _serve()
+        return 0
+    if args.offline and args.sync:
+        _sync_run(args.bootstrap, args.offline, args.keyed)
+        return 0
     if args.offline:
         anyio.run(_offline, args.offline, args.keyed, backend=args.backend)
         return 0
     if args.instructions:
-        import aioproducer.speedups as speedups
-
-        small = _instructions(5_000, args.keyed, args.backend)
-        large = _instructions(25_000, args.keyed, args.backend)
-        print(
-            f"{(large - small) / 20_000:,.0f} instructions per await send() "
-            f"({speedups.ACTIVE}: {speedups.REASON})"
-        )
+        return _count(args.keyed, args.backend, args.sync)
+    if args.sync:
+        with FakeCluster(brokers=1) as fc:
+            fc.create_topic(TOPIC, partitions=12)
+            times = [
+                _sync_run(fc.bootstrap_servers, args.records, args.keyed)
+                for _ in range(args.rounds)
+            ]
+        for one in times:
+            print(f"SyncProducer.send: {one:.3f} us/record (both threads, checks included)")
+        print(f"median: {statistics.median(times):.3f} us/record")
         return 0
     results: list[tuple[float, float]] = []
     with FakeCluster(brokers=1) as fc:

@@ -118,3 +118,40 @@ async def test_an_admitted_record_runs_no_python_frame_when_compiled(fake: FakeC
             sys.setprofile(None)
         assert frames == []
         await producer.flush()
+
+
+def test_sync_send_and_a_settled_future_run_their_own_frame_alone_when_compiled(
+    fake: FakeCluster,
+) -> None:
+    # SyncProducer.send's own frame only: the checks, the hand-off and the DeliveryFuture
+    # are compiled; a settled future's done() and exception() run no frame but their own.
+    if speedups.ACTIVE != "compiled":
+        pytest.skip(f"the hot path is not compiled here ({speedups.REASON})")
+    with aioproducer.SyncProducer(fake.bootstrap_servers, linger_ms=5) as producer:
+        producer.send("t", b"warm").result(30)
+        frames: list[str] = []
+
+        def profile(frame: FrameType, event: str, _arg: Any) -> None:
+            if event == "call" and frame.f_code.co_filename.startswith(_PACKAGE):
+                frames.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}")
+
+        sys.setprofile(profile)
+        try:
+            futures = [producer.send("t", b"r%02d" % i) for i in range(10)]
+        finally:
+            sys.setprofile(None)
+        # Besides, waking the loop once a chunk starts (not once per record).
+        assert frames.count("sync.py:send") == 10
+        wake = {"handoff.py:_wake", "runner.py:call_soon", "runner.py:loop"}
+        assert set(frames) <= {"sync.py:send"} | wake
+        producer.flush()
+        frames.clear()
+        sys.setprofile(profile)
+        try:
+            errors = [(f.done(), f.exception()) for f in futures]
+        finally:
+            sys.setprofile(None)
+        assert frames == ["sync.py:done", "sync.py:exception"] * 10  # their own alone
+        assert errors == [(True, None)] * 10
+        assert [f.result().offset for f in futures] == list(range(1, 11))
+    assert [r.value for r in fake.records("t", 0)[1:]] == [b"r%02d" % i for i in range(10)]
