@@ -83,7 +83,8 @@ def assert_all_there(seen: Counter[bytes], values: list[bytes]) -> None:
 
 def run_to_end(*queries: Any) -> None:
     for query in queries:
-        query.awaitTermination(120)
+        # A query stopped before its end would leave rows unwritten: wait for its end.
+        assert query.awaitTermination(300), "the query did not reach the end of its input"
         assert query.exception() is None, query.exception()
         query.stop()  # releases the checkpoint before a restart from it
         assert not query.isActive
@@ -304,7 +305,7 @@ def test_the_driver_killed_at_two_points_and_restarted_writes_every_row_once(
         assert ROWS < cut[2] < per_batch
     # 3. To the end.
     last = start(3, {})
-    assert last.wait(180) == 0, last.stderr.read().decode()[-3000:] if last.stderr else ""
+    assert last.wait(300) == 0, last.stderr.read().decode()[-3000:] if last.stderr else ""
     for sink in spark_sinks:
         assert _batches(checkpoints[sink] / "commits") == {0, 1, 2}
         seen = read_committed(servers, topics[sink])
