@@ -117,6 +117,14 @@ def _write(df: Any, options: dict[str, str], mode: str = "append") -> None:
     writer.save()
 
 
+@pytest.fixture(scope="module")
+def untouched(kafka: KafkaCluster) -> str:
+    """One topic every refused write of the module aims at: it must stay empty."""
+    name = f"untouched-{time.monotonic_ns()}"
+    kafka.create_topic(name, 1)
+    return name
+
+
 @pytest.mark.parametrize(
     ("options", "columns", "message"),
     [
@@ -141,14 +149,6 @@ def _write(df: Any, options: dict[str, str], mode: str = "append") -> None:
         ({"topic": None}, ("'v' AS value",), r"no 'topic' column, and no 'topic' option"),
     ],
 )
-@pytest.fixture(scope="module")
-def untouched(kafka: KafkaCluster) -> str:
-    """One topic every refused write of the module aims at: it must stay empty."""
-    name = f"untouched-{time.monotonic_ns()}"
-    kafka.create_topic(name, 1)
-    return name
-
-
 def test_a_bad_option_or_column_fails_before_any_task(
     spark: Any,
     kafka: KafkaCluster,
