@@ -40,10 +40,16 @@ def write_inputs(folder: Path, files: int, rows: int, pad: int = 0) -> list[byte
     values every row will be written as (by a query of the same ``pad``)."""
     folder.mkdir(parents=True, exist_ok=True)
     values = []
+    now = time.time()
     for f in range(files):
         ids = range(f * rows, (f + 1) * rows)
         lines = "".join(json.dumps({"id": i}) + "\n" for i in ids)
-        (folder / f"part-{f:04d}.json").write_text(lines)
+        path = folder / f"part-{f:04d}.json"
+        path.write_text(lines)
+        # The file source takes files in modification order: one second apart, the
+        # micro-batches hold the files in name order (files written in the same
+        # millisecond would be taken in any order).
+        os.utime(path, (now - files + f, now - files + f))
         values += [f"row-{i}:{'x' * pad}".encode() for i in ids]
     return values
 
