@@ -97,6 +97,23 @@ def spark_kafka_sink(spark: Any) -> Any:
     return spark
 
 
+@pytest.fixture
+def spark_sinks(spark: Any) -> list[str]:
+    """The sinks a comparison runs side by side in the shared session: ``aioproducer``
+    (registered, for the JVM thread serving the test) and Spark's ``kafka`` when the
+    session has its jars."""
+    from aioproducer.spark import register
+
+    register(spark)
+    # Spark looks Python data sources up through the JVM thread's active session.
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+    if _SINK_JARS:
+        return ["aioproducer", "kafka"]
+    if os.environ.get("CI"):
+        pytest.fail("Spark's Kafka sink jars could not be fetched with Maven")
+    return ["aioproducer"]
+
+
 @pytest.fixture(scope="session")
 def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Spark standalone cluster (a master and two 1-core workers) on 127.0.0.1, started

@@ -3,11 +3,12 @@ and a real Kafka, against Spark's own ``format("kafka")`` on the same queries.
 
 Every row of the input is read back by an independent ``read_committed`` consumer
 (confluent-kafka) and counted by content. The faults: a task that fails on its first
-attempt after it sent rows, a micro-batch run again after the sink had committed it (its
-``commits/N`` removed from the checkpoint, as when the driver dies between the sink's
-commit and Spark's commit log), and the driver process SIGKILLed at several points and
-restarted from its checkpoint. Spark's Kafka sink writes duplicates in the same runs, so
-the tests can tell the two apart.
+attempt after it sent rows, and one whose Python worker is SIGKILLed; a micro-batch run
+again after the sink had committed it (its ``commits/N`` removed from the checkpoint, as
+when the driver dies between the sink's commit and Spark's commit log); and the driver
+process SIGKILLed at two points its tasks are held at, and restarted from its checkpoint.
+Both sinks run side by side in the same runs: Spark's Kafka sink writes duplicates there,
+so the tests can tell the two apart.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from eos_driver import fail_once, start_query, write_inputs
+from eos_driver import fail_first_attempts, log_end, start_query, write_inputs
 
-from aioproducer.spark import register
 from aioproducer.testing import KafkaCluster
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.broker]
 
 ROWS = 60  # per input file
+PAD = 5000  # bytes in each value of the driver-kill test
 
 
 def read_committed(servers: str, topic: str, *, committed: bool = True) -> Counter[bytes]:
@@ -80,110 +81,107 @@ def assert_all_there(seen: Counter[bytes], values: list[bytes]) -> None:
     assert set(seen) == set(values)
 
 
-SINKS = ["aioproducer", "kafka"]
+def run_to_end(*queries: Any) -> None:
+    for query in queries:
+        # A query stopped before its end would leave rows unwritten: wait for its end.
+        assert query.awaitTermination(300), "the query did not reach the end of its input"
+        assert query.exception() is None, query.exception()
+        query.stop()  # releases the checkpoint before a restart from it
+        assert not query.isActive
 
 
-@pytest.fixture(params=SINKS)
-def session(request: pytest.FixtureRequest, kafka: KafkaCluster, spark: Any) -> tuple[str, Any]:
-    """(sink, the shared session); Spark's Kafka sink needs its jars. The broker is up
-    before the session starts, and the data source is registered right before use."""
-    sink: str = request.param
-    if sink == "kafka":
-        return sink, request.getfixturevalue("spark_kafka_sink")
-    register(spark)
-    # Spark looks Python data sources up through the JVM thread's active session.
-    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
-    return sink, spark
-
-
-def run_to_end(query: Any) -> None:
-    query.awaitTermination(120)
-    assert query.exception() is None, query.exception()
-    query.stop()  # releases the checkpoint before a restart from it
-    assert not query.isActive
+def ids(seen: Counter[bytes], *, twice: bool = False) -> set[int]:
+    """The row ids in ``seen`` (only those seen more than once, with ``twice``)."""
+    return {int(v.split(b":")[0][4:]) for v, n in seen.items() if n > 1 or not twice}
 
 
 @pytest.mark.slow
-def test_a_task_failing_midway_is_retried_without_duplicates(
-    session: tuple[str, Any],
-    kafka: KafkaCluster,
-    new_topic: NewTopic,
-    tmp_path: Path,
+def test_a_task_failing_midway_or_its_worker_killed_is_retried_without_duplicates(
+    spark: Any, spark_sinks: list[str], kafka: KafkaCluster, new_topic: NewTopic, tmp_path: Path
 ) -> None:
-    sink, spark = session
-    # When a task fails upstream of the sink (here a UDF raising), Spark ends the Python
-    # sink's input as if it were complete: the first attempt commits the rows it got, with
-    # their count in its marker, and the retry must send only the rows after them.
-    topic = new_topic(2)
+    # Micro-batch 0's first attempt raises in a UDF after rows reached the sink; micro-batch
+    # 1's first attempt SIGKILLs that UDF's Python worker at the same point. Either way
+    # Spark ends the Python sink's input as if it were complete: the first attempt commits
+    # the rows it got, with their count in its marker, and the retry must send only the
+    # rows after them.
+    rows = 150
     # 2 KB rows, 10 to an Arrow batch: 8 batches fill the buffer Spark feeds the sink through.
-    values = write_inputs(tmp_path / "in", files=2, rows=150, pad=2000)
+    values = write_inputs(tmp_path / "in", files=2, rows=rows, pad=2000)
+    topics = {sink: new_topic(2) for sink in spark_sinks}
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     # Small Arrow batches: the sink gets the first rows before the failure.
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
     try:
-        query = start_query(
-            spark,
-            sink=sink,
-            source=str(tmp_path / "in"),
-            topic=topic,
-            checkpoint=str(tmp_path / "checkpoint"),
-            servers=kafka.bootstrap_servers,
-            files_per_batch=1,  # one task per micro-batch: the log's rows are its own
-            step=fail_once(kafka.bootstrap_servers, topic, after=8),
-            pad=2000,
-        )
-        run_to_end(query)
-    finally:
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
-    seen = read_committed(kafka.bootstrap_servers, topic)
-    assert_all_there(seen, values)
-    raw = read_committed(kafka.bootstrap_servers, topic, committed=False)
-    if sink == "aioproducer":
-        assert duplicates(seen) == 0
-        assert sum(raw.values()) >= len(values)
-    else:
-        # The failed attempt's rows did reach the log, and Spark's Kafka sink keeps them.
-        assert sum(raw.values()) > len(values)
-        assert duplicates(seen) > 0
-
-
-@pytest.mark.slow
-def test_a_micro_batch_replayed_after_its_commit_is_not_written_again(
-    session: tuple[str, Any], kafka: KafkaCluster, new_topic: NewTopic, tmp_path: Path
-) -> None:
-    sink, spark = session
-    topic = new_topic(2)
-    values = write_inputs(tmp_path / "in", files=4, rows=ROWS)
-    checkpoint = tmp_path / "checkpoint"
-
-    def run() -> None:
-        run_to_end(
+        queries = [
             start_query(
                 spark,
                 sink=sink,
                 source=str(tmp_path / "in"),
                 topic=topic,
-                checkpoint=str(checkpoint),
+                checkpoint=str(tmp_path / f"cp-{sink}"),
                 servers=kafka.bootstrap_servers,
+                files_per_batch=1,  # one task per micro-batch: the log's rows are its own
+                step=fail_first_attempts(kafka.bootstrap_servers, topic, after=8),
+                pad=2000,
+            )
+            for sink, topic in topics.items()
+        ]
+        run_to_end(*queries)
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+    for sink, topic in topics.items():
+        seen = read_committed(kafka.bootstrap_servers, topic)
+        assert_all_there(seen, values)
+        raw = read_committed(kafka.bootstrap_servers, topic, committed=False)
+        if sink == "aioproducer":
+            assert duplicates(seen) == 0
+            assert sum(raw.values()) >= len(values)
+        else:
+            # The failed attempts' rows did reach the log, and Spark's Kafka sink keeps
+            # them: duplicates from each of the two micro-batches.
+            twice = ids(seen, twice=True)
+            assert min(twice) < rows <= max(twice), sorted(twice)
+
+
+@pytest.mark.slow
+def test_a_micro_batch_replayed_after_its_commit_is_not_written_again(
+    spark: Any, spark_sinks: list[str], kafka: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    values = write_inputs(tmp_path / "in", files=4, rows=ROWS)
+    topics = {sink: new_topic(2) for sink in spark_sinks}
+
+    def run() -> None:
+        run_to_end(
+            *(
+                start_query(
+                    spark,
+                    sink=sink,
+                    source=str(tmp_path / "in"),
+                    topic=topic,
+                    checkpoint=str(tmp_path / f"cp-{sink}"),
+                    servers=kafka.bootstrap_servers,
+                )
+                for sink, topic in topics.items()
             )
         )
 
     run()  # two micro-batches, 0 and 1
-    assert sorted(p.name for p in (checkpoint / "commits").iterdir() if p.name.isdigit()) == [
-        "0",
-        "1",
-    ]
-    # As if the driver had died after the sink's commit of batch 1, before Spark logged it.
-    (checkpoint / "commits" / "1").unlink()
-    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)  # its checksum too
+    for sink in topics:
+        commits = tmp_path / f"cp-{sink}" / "commits"
+        assert _batches(commits) == {0, 1}
+        # As if the driver had died after the sink's commit of batch 1, before Spark
+        # logged it.
+        (commits / "1").unlink()
+        (commits / ".1.crc").unlink(missing_ok=True)  # its checksum too
     run()
-    assert (checkpoint / "commits" / "1").exists()  # batch 1 ran again
-    seen = read_committed(kafka.bootstrap_servers, topic)
-    assert_all_there(seen, values)
-    if sink == "aioproducer":
-        assert duplicates(seen) == 0
-    else:
-        assert duplicates(seen) == 2 * ROWS  # the replayed batch's rows, twice
+    for sink, topic in topics.items():
+        assert (tmp_path / f"cp-{sink}" / "commits" / "1").exists()  # batch 1 ran again
+        seen = read_committed(kafka.bootstrap_servers, topic)
+        assert_all_there(seen, values)
+        if sink == "aioproducer":
+            assert duplicates(seen) == 0
+        else:
+            assert duplicates(seen) == 2 * ROWS  # the replayed batch's rows, twice
 
 
 def _batches(folder: Path) -> set[int]:
@@ -192,26 +190,37 @@ def _batches(folder: Path) -> set[int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # three driver processes, each starting its own JVM
-def test_the_driver_killed_at_several_points_and_restarted_writes_every_row_once(
-    kafka: KafkaCluster, spark_kafka_sink: Any, new_topic: NewTopic, tmp_path: Path
+def test_the_driver_killed_at_two_points_and_restarted_writes_every_row_once(
+    kafka: KafkaCluster, spark: Any, spark_sinks: list[str], new_topic: NewTopic, tmp_path: Path
 ) -> None:
-    # Both sinks' queries run side by side in one driver process, killed together.
-    values = write_inputs(tmp_path / "in", files=4, rows=ROWS)
-    queries = {
-        sink: {"sink": sink, "topic": new_topic(2), "checkpoint": str(tmp_path / f"cp-{sink}")}
-        for sink in SINKS
-    }
-    ours = Path(queries["aioproducer"]["checkpoint"])
-    args = {
-        "source": str(tmp_path / "in"),
-        "servers": kafka.bootstrap_servers,
-        "queries": list(queries.values()),
-        "jars": spark_kafka_sink.sparkContext.getConf().get("spark.jars"),
-        "delay": 0.15,
-    }
+    # Both sinks' queries run side by side in one driver process, killed together, each
+    # time while gates hold chosen tasks at chosen rows (eos_driver.gate), so every kill
+    # lands at a known point. Three micro-batches (0, 1, 2) of two tasks (two files) each.
+    servers = kafka.bootstrap_servers
+    values = write_inputs(tmp_path / "in", files=6, rows=ROWS, pad=PAD)
+    per_batch = 2 * ROWS
+    topics = {sink: new_topic(2) for sink in spark_sinks}
+    checkpoints = {sink: tmp_path / f"cp-{sink}" for sink in spark_sinks}
     driver = Path(__file__).with_name("eos_driver.py")
+    jars = spark.sparkContext.getConf().get("spark.jars", "")
 
-    def start() -> subprocess.Popen[bytes]:
+    def start(run: int, gates: dict[str, tuple[int, list[int], int]]) -> subprocess.Popen[bytes]:
+        """The driver, with ``gates``: sink -> (micro-batch, partitions, Arrow batches)."""
+        queries = []
+        for sink in spark_sinks:
+            gate = None
+            if sink in gates:
+                folder = tmp_path / f"gates-{run}-{sink}"
+                folder.mkdir()
+                batch, partitions, after = gates[sink]
+                gate = {"folder": str(folder), "batch": batch, "partitions": partitions}
+                gate["after"] = after
+            queries.append(
+                {"sink": sink, "topic": topics[sink], "checkpoint": str(checkpoints[sink])}
+                | {"gate": gate}
+            )
+        args = {"source": str(tmp_path / "in"), "servers": servers, "pad": PAD}
+        args |= {"queries": queries, "jars": jars}
         return subprocess.Popen(
             [sys.executable, str(driver), json.dumps(args)],
             stdout=subprocess.DEVNULL,
@@ -219,28 +228,114 @@ def test_the_driver_killed_at_several_points_and_restarted_writes_every_row_once
             start_new_session=True,  # the driver and its JVM: one group to kill
         )
 
-    def kill_when(proc: subprocess.Popen[bytes], ready: Any, pause: float) -> None:
+    def kill_when(proc: subprocess.Popen[bytes], *ready: Any) -> None:
         deadline = time.monotonic() + 300  # a loaded machine starts a JVM slowly
-        while not ready():
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
-            assert time.monotonic() < deadline, "the driver made no progress"
-            time.sleep(0.05)
-        time.sleep(pause)
+        for condition in ready:
+            while not condition():
+                assert proc.poll() is None, (
+                    proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+                )
+                assert time.monotonic() < deadline, f"the driver never got to {condition.__doc__}"
+                time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
-    # Killed while micro-batch 1 runs (its offsets logged, its tasks sending) ...
-    kill_when(start(), lambda: 1 in _batches(ours / "offsets"), 0.6)
-    # ... and right after the sink committed micro-batch 2 (Spark's log may lag).
-    kill_when(start(), lambda: 2 in _batches(ours / "commits"), 0.0)
-    last = start()
-    assert last.wait(180) == 0, last.stderr.read().decode()[-3000:] if last.stderr else ""
-    assert _batches(ours / "commits") == set(range(4))
-    ours_seen = read_committed(kafka.bootstrap_servers, queries["aioproducer"]["topic"])
-    assert_all_there(ours_seen, values)
+    def gated(run: int, sink: str, *tasks: str) -> Any:
+        def there() -> bool:
+            """the gates"""
+            return all((tmp_path / f"gates-{run}-{sink}" / t).exists() for t in tasks)
+
+        return there
+
+    def log_at_least(sink: str, n: int) -> Any:
+        def there() -> bool:
+            """rows in the log"""
+            return log_end(servers, topics[sink]) >= n
+
+        return there
+
+    def ours_task_0_committed() -> bool:
+        """task 0's commit"""
+        return marker(servers, topics["aioproducer"], checkpoints["aioproducer"], 0) == 1
+
+    def open_transaction() -> bool:
+        """an open transaction with rows"""
+        ours = topics["aioproducer"]
+        return log_end(servers, ours, committed=True) < log_end(servers, ours)
+
+    theirs = "kafka" in spark_sinks
+    # 1. Micro-batch 1 half done: task 0 has run to its end; task 1 has sent rows and is
+    # held before its last ones. Ours: task 0's transaction committed with its marker,
+    # task 1's open. Theirs: task 0's rows and some of task 1's are in the log.
+    gates = {sink: (1, [1], 8) for sink in spark_sinks}  # 8 of 12 Arrow batches of 5 rows
+    first = start(1, gates)
+    ready = [gated(1, sink, "1-1") for sink in spark_sinks]
+    ready += [ours_task_0_committed, open_transaction]
+    if theirs:
+        ready.append(log_at_least("kafka", per_batch + ROWS + 1))
+    kill_when(first, *ready)
+    assert _batches(checkpoints["aioproducer"] / "commits") == {0}
+    assert ours_task_0_committed() and open_transaction()  # as the driver left them
+    assert marker(servers, topics["aioproducer"], checkpoints["aioproducer"], 1) == 0
+    cut = {}
+    if theirs:
+        assert _batches(checkpoints["kafka"] / "commits") == {0}
+        # The rows of micro-batch 1 in the log, which its replay will write again.
+        cut[1] = log_end(servers, topics["kafka"]) - per_batch
+        assert ROWS < cut[1] < per_batch
+    # 2. Right after micro-batch 1 (replayed) is committed, before micro-batch 2 sends a
+    # row: ours' tasks of micro-batch 2 are held before their first row. Theirs is again
+    # half-way through micro-batch 2.
+    gates = {"aioproducer": (2, [0, 1], 0), "kafka": (2, [1], 8)}
+    second = start(2, gates)
+    ready = [gated(2, "aioproducer", "2-0", "2-1")]
+    if theirs:
+        ready += [
+            gated(2, "kafka", "2-1"),
+            log_at_least("kafka", 2 * per_batch + cut[1] + ROWS + 1),
+        ]
+    kill_when(second, *ready)
+    assert _batches(checkpoints["aioproducer"] / "commits") == {0, 1}
+    ours_seen = read_committed(servers, topics["aioproducer"])
+    assert_all_there(ours_seen, values[: 2 * per_batch])  # micro-batches 0 and 1, once
     assert duplicates(ours_seen) == 0
-    theirs = read_committed(kafka.bootstrap_servers, queries["kafka"]["topic"])
-    assert_all_there(theirs, values)
-    # Spark's sink writes again the rows of a batch a kill interrupted, when it had sent
-    # some; whether a kill lands there depends on timing (the replay test shows it always).
-    print(f"Spark's Kafka sink, driver killed twice: {duplicates(theirs)} duplicates")
+    if theirs:
+        assert _batches(checkpoints["kafka"] / "commits") == {0, 1}
+        cut[2] = log_end(servers, topics["kafka"]) - (2 * per_batch + cut[1])
+        assert ROWS < cut[2] < per_batch
+    # 3. To the end.
+    last = start(3, {})
+    assert last.wait(300) == 0, last.stderr.read().decode()[-3000:] if last.stderr else ""
+    for sink in spark_sinks:
+        assert _batches(checkpoints[sink] / "commits") == {0, 1, 2}
+        seen = read_committed(servers, topics[sink])
+        assert_all_there(seen, values)
+        if sink == "aioproducer":
+            assert duplicates(seen) == 0
+        else:
+            # Spark's Kafka sink wrote again every row of both micro-batches it was killed in.
+            assert duplicates(seen) == cut[1] + cut[2]
+
+
+def marker(servers: str, topic: str, checkpoint: Path, partition: int) -> int:
+    """The micro-batch id the marker of Spark ``partition`` of the exactly-once query
+    holds (-1001 for none): the group offset its committed transactions leave."""
+    import confluent_kafka as ck
+
+    from aioproducer.spark._options import parse_options
+    from aioproducer.spark._tasks import transactional_id
+    from aioproducer.spark.exactly_once import MARKER_PARTITION, marker_group
+
+    options = {"kafka.bootstrap.servers": servers, "checkpointlocation": str(checkpoint)}
+    prefix = parse_options(options).derived_prefix
+    assert prefix is not None
+    query_id = json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+    group = marker_group(transactional_id(prefix, partition), query_id)
+    consumer: Any = ck.Consumer(
+        {"bootstrap.servers": servers, "group.id": group, "isolation.level": "read_committed"}
+    )
+    try:
+        [tp] = consumer.committed([ck.TopicPartition(topic, MARKER_PARTITION)], timeout=10)
+        return int(tp.offset)
+    finally:
+        consumer.close()

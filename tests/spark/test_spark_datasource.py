@@ -58,7 +58,7 @@ def test_the_same_records_as_spark_kafka_sink(
     spark_kafka_sink: Any, kafka: KafkaCluster, new_topic: NewTopic
 ) -> None:
     spark = spark_kafka_sink
-    n = 20_000
+    n = 4_000
     ours, theirs = new_topic(6), new_topic(6)
     df = rows_df(spark, n)
 
@@ -117,6 +117,14 @@ def _write(df: Any, options: dict[str, str], mode: str = "append") -> None:
     writer.save()
 
 
+@pytest.fixture(scope="module")
+def untouched(kafka: KafkaCluster) -> str:
+    """One topic every refused write of the module aims at: it must stay empty."""
+    name = f"untouched-{time.monotonic_ns()}"
+    kafka.create_topic(name, 1)
+    return name
+
+
 @pytest.mark.parametrize(
     ("options", "columns", "message"),
     [
@@ -144,11 +152,12 @@ def _write(df: Any, options: dict[str, str], mode: str = "append") -> None:
 def test_a_bad_option_or_column_fails_before_any_task(
     spark: Any,
     kafka: KafkaCluster,
-    topic: str,
+    untouched: str,
     options: dict[str, Any],
     columns: tuple[str, ...] | None,
     message: str,
 ) -> None:
+    topic = untouched
     base: dict[str, Any] = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic}
     merged = {k: v for k, v in {**base, **options}.items() if v is not None}
     df = spark.range(0, 10, 1, 2).selectExpr(*(columns or ("cast(id AS string) AS value",)))
@@ -164,7 +173,10 @@ def test_a_bad_option_or_column_fails_before_any_task(
     assert sum(topic_end_offsets(kafka.bootstrap_servers, topic).values()) == 0
 
 
-def test_modes_other_than_append_are_refused(spark: Any, kafka: KafkaCluster, topic: str) -> None:
+def test_modes_other_than_append_are_refused(
+    spark: Any, kafka: KafkaCluster, untouched: str
+) -> None:
+    topic = untouched
     df = spark.range(0, 5).selectExpr("cast(id AS string) AS value")
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic}
     with pytest.raises(Exception, match=r"mode\('overwrite'\) is not supported.*append"):
