@@ -112,19 +112,3 @@ def spark_sinks(spark: Any) -> list[str]:
     if os.environ.get("CI"):
         pytest.fail("Spark's Kafka sink jars could not be fetched with Maven")
     return ["aioproducer"]
-
-
-@pytest.fixture(scope="session")
-def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Spark standalone cluster (a master and two 1-core workers) on 127.0.0.1, started
-    from pyspark's own launcher; every process is killed at the end, even on failure."""
-    pytest.importorskip("pyspark")
-    pytest.importorskip("pyarrow")
-    from standalone import StandaloneCluster
-
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
