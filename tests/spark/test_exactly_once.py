@@ -189,7 +189,7 @@ def _batches(folder: Path) -> set[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # three driver processes, each starting its own JVM
+@pytest.mark.timeout(900)  # three driver processes, each starting its own JVM
 def test_the_driver_killed_at_two_points_and_restarted_writes_every_row_once(
     kafka: KafkaCluster, spark: Any, spark_sinks: list[str], new_topic: NewTopic, tmp_path: Path
 ) -> None:
