@@ -37,9 +37,9 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict examples
 
-# Two workers (pytest-xdist): the broker tests in two lanes, "broker" and "spark" (see
-# tests/conftest.py), each lane serial on one worker; every other test goes wherever a
-# worker is free.
+# Two workers (pytest-xdist): the broker tests in lanes, "broker", "spark" and
+# "standalone" (see tests/conftest.py), each lane serial on one worker; every other test
+# goes wherever a worker is free.
 pytest: $(STAMP) kafka-fetch
 	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup --durations=30
 

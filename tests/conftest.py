@@ -106,9 +106,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.broker)
         if item.get_closest_marker("broker") is not None:
             # Under pytest-xdist's --dist loadgroup (make test): the broker tests run in
-            # two lanes, each lane on one worker with its own session clusters (tests in a
-            # lane share brokers and fault them one at a time); the rest spread freely.
+            # lanes, each lane on one worker with its own session clusters (tests in a lane
+            # share brokers and fault them one at a time); the rest spread freely.
             lane = "spark" if "spark" in item.path.parts or "spark" in item.name else "broker"
+            if item.path.name == "test_spark_standalone.py":
+                lane = "standalone"  # its own Spark cluster: not the spark lane's session
             item.add_marker(pytest.mark.xdist_group(lane))
 
 

@@ -544,7 +544,12 @@ def write_arrow(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Re
     import pyarrow as pa
 
     def body(producer: SyncProducer, result: TaskResult) -> None:
-        for batch in coalesce(batches, COALESCE_ROWS, COALESCE_BYTES):
+        # Joining batches pays off in the column encoder; a serializer turns its column
+        # into Python objects row by row anyway, so such batches go as Spark hands them
+        # (and what was read before a failure has been sent).
+        serialized = value_serializer or key_serializer
+        joined = batches if serialized else coalesce(batches, COALESCE_ROWS, COALESCE_BYTES)
+        for batch in joined:
             names = batch.schema.names
             values: Any = batch.column(names.index(spec.value))
             result.bytes += arrow_nbytes(values)
