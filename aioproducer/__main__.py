@@ -248,11 +248,15 @@ def _info(args: argparse.Namespace) -> int:
     print(f"aioproducer {__version__}")
     print(f"python      {sys.version.split()[0]} ({sys.implementation.name})")
     print(f"hot path    {speedups.ACTIVE}: {speedups.REASON}")
+    from .protocol import columnar
+
+    column_codec = "compiled" if columnar.CODEC is not None else "numpy"
+    print(f"columns     {column_codec}: {columnar.CODEC_REASON}")
     compiler = speedups.can_compile()
     print(f"C compiler  {compiler or 'none found'}")
     if (
         args.require_compiled
-        and speedups.ACTIVE != "compiled"
+        and (speedups.ACTIVE != "compiled" or columnar.CODEC is None)
         and compiler is not None
         and os.environ.get(speedups.ENV_VAR) != "1"
     ):

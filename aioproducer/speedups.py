@@ -21,6 +21,7 @@ This module imports only the standard library: the build (``setup.py``) reads
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -37,10 +38,12 @@ from types import ModuleType
 __all__ = [
     "ACTIVE",
     "ENV_VAR",
+    "EXTENSIONS",
     "HOT_MODULES",
     "MANIFEST",
     "REASON",
     "can_compile",
+    "extension",
     "select",
     "source_digest",
 ]
@@ -61,6 +64,10 @@ HOT_MODULES: tuple[str, ...] = (
     # Bulk sends of sequences (split from the intake, compiled with it).
     "aioproducer.sequences",
 )
+#: Compiled with Cython from their ``.pyx`` sources where Cython and a C compiler exist:
+#: modules with no pure-Python twin of the same name, whose callers keep a numpy path and
+#: ask :func:`extension` whether they may use them.
+EXTENSIONS: tuple[str, ...] = ("aioproducer.protocol._column_codec",)
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
 ENV_VAR = "AIOPRODUCER_PURE_PYTHON"
 #: Written by the build next to this module: the digest of every source it compiled.
@@ -108,6 +115,33 @@ def _check_compiled() -> str | None:
         if digests.get(module) != source_digest(_source(module)):
             return f"{module} changed since it was compiled (rebuild with pip install -e .)"
     return None
+
+
+def _extension_why(module: str) -> str | None:
+    """None if ``module`` (one of :data:`EXTENSIONS`) has an up-to-date build, else why."""
+    if os.environ.get(ENV_VAR) == "1":
+        return f"{ENV_VAR}=1"
+    try:
+        digests = json.loads(Path(__file__).with_name(MANIFEST).read_text()).get("sources", {})
+    except (OSError, ValueError):
+        return "no compiled build is installed"
+    if _compiled_file(module) is None or module not in digests:
+        return f"{module} has no compiled build (no Cython or no C compiler at install)"
+    if digests[module] != source_digest(_source(module).with_suffix(".pyx")):
+        return f"{module} changed since it was compiled (rebuild with pip install -e .)"
+    return None
+
+
+def extension(module: str) -> tuple[ModuleType | None, str]:
+    """The compiled extension ``module`` (one of :data:`EXTENSIONS`) if it may run here,
+    else None; and why, in words. A stale or missing build never runs."""
+    why = _extension_why(module)
+    if why is None:
+        try:
+            return importlib.import_module(module), "compiled with Cython"
+        except ImportError as exc:
+            why = f"{module} does not load ({exc})"
+    return None, why
 
 
 def can_compile() -> str | None:

@@ -1,6 +1,11 @@
 """Columnar record encoding: a run of records from whole columns, with no Python object per
 record.
 
+Two implementations write the same bytes. Where the package was installed with Cython and
+a C compiler, :func:`encode_run` calls the compiled encoder (``_column_codec.pyx``: one
+pass over the column buffers per batch, see :data:`CODEC_REASON`); else (and with
+``AIOPRODUCER_PURE_PYTHON=1``) it is :func:`encode_run_numpy`, described below.
+
 A :class:`BinaryColumn` is a read-only view of a binary column (Arrow's layout: absolute
 offsets into one data buffer, plus a validity mask). :func:`encode_run` encodes a run of
 records from such columns into exactly the bytes
@@ -21,6 +26,7 @@ from __future__ import annotations
 import bisect
 from typing import Any, Final
 
+from aioproducer import speedups
 from aioproducer.protocol import column_view
 from aioproducer.protocol.column_plan import (
     PLAN_AHEAD,
@@ -41,7 +47,22 @@ from aioproducer.protocol.column_view import (
     numpy,
 )
 
-__all__ = ["BinaryColumn", "encode_header_sections", "encode_run", "fresh_cuts", "numpy"]
+__all__ = [
+    "CODEC",
+    "CODEC_REASON",
+    "BinaryColumn",
+    "encode_header_sections",
+    "encode_run",
+    "encode_run_numpy",
+    "fresh_cuts",
+    "numpy",
+]
+
+#: The compiled column encoder (``protocol/_column_codec.pyx``) if it runs here, else None;
+#: and why, in words (``python -m aioproducer info`` prints it).
+CODEC, CODEC_REASON = speedups.extension("aioproducer.protocol._column_codec")
+if CODEC is None:
+    speedups.log.info("aioproducer encodes columns with numpy: %s", CODEC_REASON)
 
 
 # -- varints -----------------------------------------------------------------------------------
@@ -74,6 +95,45 @@ def _put_varints(np: Any, out: Any, pos: Any, zz: Any, sizes: Any) -> None:
 
 
 def encode_run(
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    start: int,
+    stop: int,
+    first_offset_delta: int,
+    ts_part: bytes,
+    size_so_far: int,
+    max_bytes: int | None,
+) -> tuple[int, Any]:
+    """Encode records ``start:stop`` as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` would, one after
+    the other, into a batch already holding ``first_offset_delta`` records and
+    ``size_so_far`` bytes; returns ``(records encoded, their bytes)`` (a bytes-like
+    object).
+
+    The compiled encoder (:data:`CODEC`) where it runs, else :func:`encode_run_numpy`,
+    whose docstring tells the rules: both write the same bytes and cut at the same
+    record.
+    """
+    codec = CODEC
+    if codec is None:
+        return encode_run_numpy(
+            values, keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes
+        )
+    encoded: tuple[int, Any] = codec.encode_run(
+        (values.offsets, values.data, values.valid),
+        None if keys is None else (keys.offsets, keys.data, keys.valid),
+        None if headers is None else (headers.offsets, headers.data, None),
+        start,
+        stop,
+        first_offset_delta,
+        ts_part,
+        size_so_far,
+        max_bytes,
+    )
+    return encoded
+
+
+def encode_run_numpy(
     values: BinaryColumn,
     keys: BinaryColumn | None,
     headers: BinaryColumn | None,
