@@ -15,7 +15,9 @@ time as a bulk send's slices come (4096), and reports the CPU time
   the rows grouped by partition, 12 partitions) and then ``append_columns`` partition by
   partition, a builder per partition.
 
-Each cell is the median of ``--rounds`` rounds. ``--profile`` prints a cProfile of the
+The column cases run the compiled column encoder where it is installed
+(``python -m aioproducer info``); ``--numpy`` runs its numpy twin instead, in the same
+install. Each cell is the median of ``--rounds`` rounds. ``--profile`` prints a cProfile of the
 bulk send of Arrow columns (``bulk/arrow``, 16 KB) instead.
 """
 
@@ -34,6 +36,7 @@ import pyarrow as pa
 
 from aioproducer import Producer
 from aioproducer.cluster import TopicInfo
+from aioproducer.protocol import columnar
 from aioproducer.protocol.columnar import BinaryColumn
 from aioproducer.protocol.records import RecordBatchBuilder
 
@@ -114,9 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keyed", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument(
+        "--numpy", action="store_true", help="the numpy column encoder, even where compiled"
+    )
+    parser.add_argument(
         "--run", type=int, default=4096, help="records per run (a bulk send's slice: 4096)"
     )
     args = parser.parse_args(argv)
+    if args.numpy:
+        columnar.CODEC = None
     n = args.records
     values = [i.to_bytes(4, "big") * 25 for i in range(n)]
     keys = [f"key-{i % 1000:06d}".encode() for i in range(n)] if args.keyed else None
@@ -139,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     limits = (16384, 1 << 20)
     print(f"{n} records of 100 B{' with 10-B keys' if keys else ''}, median of {args.rounds}")
+    print(f"column encoder: {'compiled' if columnar.CODEC is not None else 'numpy'}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'encoder':<16}" + "".join(f"{f'{limit // 1024} KB':>12}" for limit in limits))
     for name, case in cases:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -246,3 +250,38 @@ def test_the_compiled_encoder_runs_wherever_it_could_be_built() -> None:
         assert CODEC is not None, columnar.CODEC_REASON
     else:
         assert CODEC is None and columnar.CODEC_REASON
+
+
+def _codec_in(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != speedups.ENV_VAR}
+    code = (
+        "from aioproducer.protocol import columnar as c; print(c.CODEC is not None, c.CODEC_REASON)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@needs_codec
+def test_a_column_encoder_edited_after_the_build_never_runs(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent.parent
+    shutil.copytree(root / "aioproducer", tmp_path / "aioproducer")
+    for group in root.glob("aioproducer__mypyc*"):
+        shutil.copy(group, tmp_path)
+    assert _codec_in(tmp_path).stdout.startswith("True")
+    with (tmp_path / "aioproducer" / "protocol" / "_column_codec.pyx").open("a") as source:
+        source.write("# edited\n")
+    result = _codec_in(tmp_path)
+    assert result.stdout.startswith("False") and "changed since it was compiled" in result.stdout
+    env = {k: v for k, v in os.environ.items() if k != speedups.ENV_VAR}
+    info = subprocess.run(
+        [sys.executable, "-m", "aioproducer", "info", "--require-compiled"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "columns     numpy:" in info.stdout
+    # A machine that can compile must not pass its tests on a stale build.
+    assert info.returncode == (1 if speedups.can_compile() else 0)
