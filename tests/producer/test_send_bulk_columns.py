@@ -13,6 +13,7 @@ from support import by_partition
 from aioproducer import Producer, RecordTooLargeError, SerializationError, SyncProducer
 from aioproducer.errors import InvalidArgumentError
 from aioproducer.partitioner import partition_for_key
+from aioproducer.protocol import columnar
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
@@ -40,9 +41,26 @@ async def _warm_up(producer: Producer, topic: str, partitions: int) -> None:
         await (await producer.send(topic, b"warm-up", partition=p))
 
 
+class _CountingCodec:
+    """The compiled column encoder, counting its calls."""
+
+    def __init__(self, codec: Any) -> None:
+        self.codec = codec
+        self.calls = 0
+
+    def encode_run(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.codec.encode_run(*args)
+
+
 async def test_table_with_keys_headers_and_nulls_lands_in_key_partitions_in_order(
-    kafka: KafkaCluster, new_topic: NewTopic
+    kafka: KafkaCluster, new_topic: NewTopic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Read back by confluent-kafka (consume_all): the compiled column encoder's batches
+    # where it is installed, else the numpy encoder's.
+    counting = _CountingCodec(columnar.CODEC) if columnar.CODEC is not None else None
+    if counting is not None:
+        monkeypatch.setattr(columnar, "CODEC", counting)
     topic = new_topic(6)
     n = 3000
     keys = [f"k{i % 41}" for i in range(n)]
@@ -79,6 +97,7 @@ async def test_table_with_keys_headers_and_nulls_lands_in_key_partitions_in_orde
     md = bulk.metadata(1234)
     assert md.partition == partition_for_key(keys[1234].encode(), 6)
     assert next(r for r in got[md.partition] if r.offset == md.offset).value == values[1234]
+    assert counting is None or counting.calls >= 6
 
 
 async def test_keyless_chunked_and_sliced_columns_spread_over_partitions(
