@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .errors import InvalidArgumentError, KafkaError, SerializationError
 from .partitioner import key_partitions
 from .prepared import FirstBad, PreparedColumns
+from .protocol import columnar
 from .protocol.columnar import BinaryColumn, encode_header_sections, numpy
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
 
@@ -137,9 +138,7 @@ def prepare(
         parts = _custom_partitions(intake, topic, info, key_col, parts, kept, fail)
         kept = min(kept, first_bad.index)
     elif key_col is not None and intake.hashes_keys:
-        hashed = key_partitions(
-            key_col.offsets[: kept + 1], key_col.data, _nulls(key_col, kept), nparts
-        )
+        hashed = _key_partitions(np, key_col, kept, nparts)
         parts = hashed if parts is None else np.where(parts >= 0, parts, hashed)
 
     cols = PreparedColumns(value_col.head(kept), None, None)
@@ -381,6 +380,31 @@ def _custom_partitions(
     return out
 
 
+def _key_partitions(np: Any, keys: BinaryColumn, count: int, nparts: int) -> Any:
+    """The default partitioner's choice for each of the first ``count`` keys (-1: null):
+    one compiled loop over the column's buffers where the compiled column encoder runs."""
+    codec = columnar.CODEC
+    if codec is None:
+        return key_partitions(keys.offsets[: count + 1], keys.data, _nulls(keys, count), nparts)
+    out = np.empty(count, dtype=np.int64)
+    codec.key_partitions((keys.offsets, keys.data, keys.valid), count, nparts, out)
+    return out
+
+
+def _take(np: Any, column: BinaryColumn, order: Any) -> BinaryColumn:
+    """Rows ``order`` of ``column`` (a permutation of all its rows): compiled, one copy of
+    each row's bytes, where the compiled column encoder runs."""
+    codec = columnar.CODEC
+    if codec is None:
+        return column.take(order)
+    count = len(order)
+    offsets = np.empty(count + 1, dtype=np.int64)
+    data = np.empty(column.nbytes(), dtype=np.uint8)
+    codec.gather((column.offsets, column.data, None), order, count, offsets, data)
+    valid = column.valid[order] if column.valid is not None else None
+    return BinaryColumn(offsets, data, valid)
+
+
 def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
     """Order ``cols`` by partition (stably, sticky records first) and cut them into runs;
     reorders the columns with one gathering copy each. O(rows): no comparison sort."""
@@ -401,19 +425,28 @@ def _group(np: Any, cols: PreparedColumns, parts: Any, bound: Any) -> None:
         return
     # A counting sort by partition (the sticky records, -1, first): numpy sorts 8- and
     # 16-bit keys stably by radix, in O(rows); the histogram gives the runs.
-    shifted = parts + 1
-    bins = int(shifted.max()) + 1
-    small = shifted.astype(
-        np.uint8 if bins <= 0x100 else np.uint16 if bins <= 0x10000 else np.int64
-    )
-    order = np.argsort(small, kind="stable")
-    counts = np.bincount(small, minlength=bins)
+    bins = int(parts.max()) + 2
+    codec = columnar.CODEC
+    if codec is not None:
+        # Compiled: a histogram, its prefix sums and one scatter of row numbers.
+        order = np.empty(count, dtype=np.int64)
+        counts = np.zeros(bins, dtype=np.int64)
+        codec.partition_order(
+            np.ascontiguousarray(parts, dtype=np.int64), count, bins, order, counts
+        )
+    else:
+        shifted = parts + 1
+        small = shifted.astype(
+            np.uint8 if bins <= 0x100 else np.uint16 if bins <= 0x10000 else np.int64
+        )
+        order = np.argsort(small, kind="stable")
+        counts = np.bincount(small, minlength=bins)
     ends = np.cumsum(counts).tolist()
-    cols.values = cols.values.take(order)
+    cols.values = _take(np, cols.values, order)
     if cols.keys is not None:
-        cols.keys = cols.keys.take(order)
+        cols.keys = _take(np, cols.keys, order)
     if cols.headers is not None:
-        cols.headers = cols.headers.take(order)
+        cols.headers = _take(np, cols.headers, order)
     np.cumsum(bound[order], out=sizes[1:])
     cols.sizes = sizes
     cols.order = order

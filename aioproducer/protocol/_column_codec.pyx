@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled column encoder: a run of records straight from Arrow-layout column buffers.
+"""Compiled column encoder: a run of records straight from Arrow-layout column buffers
+(and the grouping of keyed rows by partition that comes before it).
 
 :func:`encode_run` writes exactly the bytes ``columnar.encode_run`` (numpy) and
 ``RecordBatchBuilder.append`` (one record at a time) write, in one pass over the rows:
@@ -13,9 +14,16 @@ int64 (Arrow's ``binary`` and ``large_binary``), data uint8, validity one byte p
 (numpy bool) or None. A null row must span no bytes (``BinaryColumn`` makes sure of it).
 """
 
-from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBUF_FORMAT,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 
@@ -245,3 +253,200 @@ def encode_run(
         for k in range(9):
             if held[k]:
                 PyBuffer_Release(&bufs[k])
+
+
+# -- grouping keyed rows by partition (a bulk send's columns, before encoding) ---------------
+
+
+cdef inline uint32_t _murmur2(const uint8_t *p, int64_t n) noexcept nogil:
+    # Kafka's murmur2 (Java's Utils.murmur2): unsigned 32-bit arithmetic wraps as Java's
+    # int does, so the bits are the same.
+    cdef uint32_t m = 0x5BD1E995U
+    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>n
+    cdef uint32_t k
+    cdef int64_t i
+    cdef int64_t end = n - (n & 3)
+    for i in range(0, end, 4):
+        k = p[i] | (<uint32_t>p[i + 1] << 8) | (<uint32_t>p[i + 2] << 16) | (<uint32_t>p[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    if n & 3 == 3:
+        h ^= <uint32_t>p[end + 2] << 16
+    if n & 3 >= 2:
+        h ^= <uint32_t>p[end + 1] << 8
+    if n & 3 >= 1:
+        h ^= p[end]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+
+cdef int _writable(object obj, Py_buffer *buf, Py_ssize_t itemsize, Py_ssize_t count,
+                   str name) except -1:
+    PyObject_GetBuffer(obj, buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    if buf.itemsize != itemsize or buf.len < count * itemsize:
+        PyBuffer_Release(buf)
+        raise ValueError(f"{name} must hold {count} items of {itemsize} bytes")
+    return 0
+
+
+def key_partitions(keys, Py_ssize_t count, Py_ssize_t num_partitions, out):
+    """The partition Java's default partitioner picks for each of the first ``count`` keys
+    of ``keys`` (``(offsets, data, valid)``) among ``num_partitions``, written into ``out``
+    (int64, writable); -1 for a null key."""
+    cdef Py_buffer bufs[4]
+    cdef bint held[4]
+    cdef Column c
+    cdef int64_t *parts
+    cdef Py_ssize_t i
+    cdef int64_t span
+    cdef bint bad = False
+    if num_partitions <= 0:
+        raise ValueError("num_partitions must be positive")
+    for i in range(4):
+        held[i] = False
+    try:
+        _open(keys, &bufs[0], &held[0], &c, count, "keys")
+        _check_ends(&c, 0, count, "keys")
+        _writable(out, &bufs[3], 8, count, "out")
+        held[3] = True
+        parts = <int64_t *>bufs[3].buf
+        with nogil:
+            for i in range(count):
+                span = _offset(&c, i + 1) - _offset(&c, i)
+                bad |= span < 0
+                if c.valid != NULL and not c.valid[i]:
+                    parts[i] = -1
+                elif span >= 0:
+                    parts[i] = (_murmur2(c.data + _offset(&c, i), span) & 0x7FFFFFFF) % num_partitions
+        if bad:
+            raise ValueError("column offsets must not decrease")
+    finally:
+        for i in range(4):
+            if held[i]:
+                PyBuffer_Release(&bufs[i])
+
+
+def partition_order(parts, Py_ssize_t count, Py_ssize_t bins, order, counts):
+    """A stable counting sort of rows by partition: ``parts`` (int64, -1 for the sticky
+    partitioner, else below ``bins - 1``) of ``count`` rows; writes the rows in order into
+    ``order`` (int64) and each partition's row count (the sticky ones first) into
+    ``counts`` (int64, ``bins`` items, zeroed)."""
+    cdef Py_buffer bufs[3]
+    cdef bint held[3]
+    cdef const int64_t *p
+    cdef int64_t *o
+    cdef int64_t *n
+    cdef int64_t *pos = NULL
+    cdef Py_ssize_t i
+    cdef int64_t b, total
+    cdef bint bad = False
+    for i in range(3):
+        held[i] = False
+    try:
+        PyObject_GetBuffer(parts, &bufs[0], PyBUF_C_CONTIGUOUS)
+        held[0] = True
+        if bufs[0].itemsize != 8 or bufs[0].len < count * 8:
+            raise ValueError(f"parts must hold {count} int64 items")
+        _writable(order, &bufs[1], 8, count, "order")
+        held[1] = True
+        _writable(counts, &bufs[2], 8, bins, "counts")
+        held[2] = True
+        p = <const int64_t *>bufs[0].buf
+        o = <int64_t *>bufs[1].buf
+        n = <int64_t *>bufs[2].buf
+        pos = <int64_t *>PyMem_Malloc(bins * sizeof(int64_t))
+        if pos == NULL:
+            raise MemoryError()
+        with nogil:
+            for i in range(bins):
+                n[i] = 0
+            for i in range(count):
+                b = p[i] + 1
+                if b < 0 or b >= bins:
+                    bad = True
+                    break
+                n[b] += 1
+            if not bad:
+                total = 0
+                for i in range(bins):
+                    pos[i] = total
+                    total += n[i]
+                for i in range(count):
+                    b = p[i] + 1
+                    o[pos[b]] = i
+                    pos[b] += 1
+        if bad:
+            raise ValueError(f"a partition is outside -1..{bins - 2}")
+    finally:
+        PyMem_Free(pos)
+        for i in range(3):
+            if held[i]:
+                PyBuffer_Release(&bufs[i])
+
+
+def gather(column, order, Py_ssize_t count, out_offsets, out_data):
+    """Rows ``order`` (int64, ``count`` of them, each below the column's length) of
+    ``column`` (``(offsets, data, valid)``) one after the other: their offsets (int64,
+    ``count + 1``, from 0) into ``out_offsets`` and their bytes into ``out_data`` (uint8,
+    at least their total size). Returns the bytes written."""
+    cdef Py_buffer bufs[6]
+    cdef bint held[6]
+    cdef Column c
+    cdef const int64_t *o
+    cdef int64_t *off
+    cdef uint8_t *out
+    cdef Py_ssize_t i, rows
+    cdef int64_t row, start, span, written = 0, room
+    cdef bint bad = False
+    for i in range(6):
+        held[i] = False
+    try:
+        PyObject_GetBuffer(column[0], &bufs[0], PyBUF_C_CONTIGUOUS)
+        held[0] = True
+        if bufs[0].itemsize not in (4, 8):
+            raise ValueError("offsets must be int32 or int64")
+        rows = bufs[0].len // bufs[0].itemsize - 1
+        PyBuffer_Release(&bufs[0])
+        held[0] = False
+        _open(column, &bufs[0], &held[0], &c, rows, "column")
+        _check_ends(&c, 0, rows, "column")
+        PyObject_GetBuffer(order, &bufs[3], PyBUF_C_CONTIGUOUS)
+        held[3] = True
+        if bufs[3].itemsize != 8 or bufs[3].len < count * 8:
+            raise ValueError(f"order must hold {count} int64 items")
+        _writable(out_offsets, &bufs[4], 8, count + 1, "out_offsets")
+        held[4] = True
+        PyObject_GetBuffer(out_data, &bufs[5], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        held[5] = True
+        o = <const int64_t *>bufs[3].buf
+        off = <int64_t *>bufs[4].buf
+        out = <uint8_t *>bufs[5].buf
+        room = bufs[5].len
+        with nogil:
+            off[0] = 0
+            for i in range(count):
+                row = o[i]
+                if row < 0 or row >= rows:
+                    bad = True
+                    break
+                start = _offset(&c, row)
+                span = _offset(&c, row + 1) - start
+                if span < 0 or start + span > c.data_len or written + span > room:
+                    bad = True
+                    break
+                memcpy(out + written, c.data + start, span)
+                written += span
+                off[i + 1] = written
+        if bad:
+            raise ValueError("gather: a row or its bytes out of range")
+        return written
+    finally:
+        for i in range(6):
+            if held[i]:
+                PyBuffer_Release(&bufs[i])

@@ -285,3 +285,55 @@ def test_a_column_encoder_edited_after_the_build_never_runs(tmp_path: Path) -> N
     assert "columns     numpy:" in info.stdout
     # A machine that can compile must not pass its tests on a stale build.
     assert info.returncode == (1 if speedups.can_compile() else 0)
+
+
+@needs_codec
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60),
+    nparts=st.sampled_from([1, 2, 3, 12, 255, 256, 1000, 70000]),
+    wide=st.booleans(),
+    pad=st.integers(min_value=0, max_value=2),
+)
+def test_compiled_key_partitions_are_the_scalar_murmur2_partitions(
+    keys: list[bytes | None], nparts: int, wide: bool, pad: int
+) -> None:
+    from aioproducer.partitioner import partition_for_key
+
+    assert CODEC is not None
+    offsets, data, valid = raw_column(keys, wide, pad)
+    out = np.full(len(keys), -7, dtype=np.int64)
+    CODEC.key_partitions(
+        (offsets[pad:], data, None if valid is None else valid[pad:]), len(keys), nparts, out
+    )
+    assert out.tolist() == [-1 if k is None else partition_for_key(k, nparts) for k in keys]
+
+
+@needs_codec
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(min_value=-1, max_value=14), payloads), max_size=80),
+    wide=st.booleans(),
+)
+def test_compiled_grouping_is_the_stable_sort_and_take(
+    rows: list[tuple[int, bytes | None]], wide: bool
+) -> None:
+    assert CODEC is not None
+    parts = np.asarray([p for p, _v in rows], dtype=np.int64)
+    bins = int(parts.max()) + 2 if rows else 1
+    order = np.full(len(rows), -7, dtype=np.int64)
+    counts = np.full(bins, 99, dtype=np.int64)
+    CODEC.partition_order(parts, len(rows), bins, order, counts)
+    assert order.tolist() == np.argsort(parts + 1, kind="stable").tolist()
+    assert counts.tolist() == np.bincount(parts + 1, minlength=bins).tolist()
+    offsets, data, _valid = raw_column([v for _p, v in rows], wide, 1)
+    out_offsets = np.empty(len(rows) + 1, dtype=np.int64)
+    out_data = np.empty(int(offsets[-1] - offsets[1]), dtype=np.uint8)
+    written = CODEC.gather((offsets[1:], data, None), order, len(rows), out_offsets, out_data)
+    want = BinaryColumn(offsets[1:].astype(np.int64), data).take(order)
+    assert written == len(out_data)
+    assert out_offsets.tolist() == want.offsets.tolist()
+    assert bytes(out_data) == bytes(want.data)
+    with pytest.raises(ValueError, match="outside"):
+        one = np.zeros(1, dtype=np.int64)
+        CODEC.partition_order(np.asarray([bins - 1], dtype=np.int64), 1, bins, one, counts)
