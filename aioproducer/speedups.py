@@ -127,7 +127,11 @@ def _extension_why(module: str) -> str | None:
         return "no compiled build is installed"
     if _compiled_file(module) is None or module not in digests:
         return f"{module} has no compiled build (no Cython or no C compiler at install)"
-    if digests[module] != source_digest(_source(module).with_suffix(".pyx")):
+    try:
+        digest = source_digest(_source(module).with_suffix(".pyx"))
+    except OSError:
+        return f"{module}'s source is missing: its build cannot be checked"
+    if digests[module] != digest:
         return f"{module} changed since it was compiled (rebuild with pip install -e .)"
     return None
 

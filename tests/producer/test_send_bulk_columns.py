@@ -52,6 +52,9 @@ class _CountingCodec:
         self.calls += 1
         return self.codec.encode_run(*args)
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.codec, name)  # its other functions (hashing, grouping)
+
 
 async def test_table_with_keys_headers_and_nulls_lands_in_key_partitions_in_order(
     kafka: KafkaCluster, new_topic: NewTopic, monkeypatch: pytest.MonkeyPatch
