@@ -391,7 +391,7 @@ def partition_order(parts, Py_ssize_t count, Py_ssize_t bins, order, counts):
 
 
 def gather(column, order, Py_ssize_t count, out_offsets, out_data):
-    """Rows ``order`` (int64, ``count`` of them, each below the column's length) of
+    """Rows ``order`` (int64, ``count`` distinct ones, each below the column's length) of
     ``column`` (``(offsets, data, valid)``) one after the other: their offsets (int64,
     ``count + 1``, from 0) into ``out_offsets`` and their bytes into ``out_data`` (uint8,
     at least their total size). Returns the bytes written."""
@@ -403,6 +403,7 @@ def gather(column, order, Py_ssize_t count, out_offsets, out_data):
     cdef uint8_t *out
     cdef Py_ssize_t i, rows
     cdef int64_t row, start, span, written = 0, room
+    cdef int64_t *dest = NULL
     cdef bint bad = False
     for i in range(6):
         held[i] = False
@@ -428,11 +429,20 @@ def gather(column, order, Py_ssize_t count, out_offsets, out_data):
         off = <int64_t *>bufs[4].buf
         out = <uint8_t *>bufs[5].buf
         room = bufs[5].len
+        # Where each source row goes, so that the copy reads the source in order (rows
+        # bound for a dozen partitions read in partition order miss the cache on every
+        # row; written in source order, each partition's rows still land one after the
+        # other).
+        dest = <int64_t *>PyMem_Malloc((rows if rows > 0 else 1) * sizeof(int64_t))
+        if dest == NULL:
+            raise MemoryError()
         with nogil:
+            for i in range(rows):
+                dest[i] = -1
             off[0] = 0
             for i in range(count):
                 row = o[i]
-                if row < 0 or row >= rows:
+                if row < 0 or row >= rows or dest[row] >= 0:
                     bad = True
                     break
                 start = _offset(&c, row)
@@ -440,13 +450,19 @@ def gather(column, order, Py_ssize_t count, out_offsets, out_data):
                 if span < 0 or start + span > c.data_len or written + span > room:
                     bad = True
                     break
-                memcpy(out + written, c.data + start, span)
+                dest[row] = written
                 written += span
                 off[i + 1] = written
+            if not bad:
+                for i in range(rows):
+                    if dest[i] >= 0:
+                        start = _offset(&c, i)
+                        memcpy(out + dest[i], c.data + start, _offset(&c, i + 1) - start)
         if bad:
-            raise ValueError("gather: a row or its bytes out of range")
+            raise ValueError("gather: a row twice, or a row or its bytes out of range")
         return written
     finally:
+        PyMem_Free(dest)
         for i in range(6):
             if held[i]:
                 PyBuffer_Release(&bufs[i])
