@@ -6,9 +6,9 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck docs pytest pytest-pure compiled-check kafka-fetch bench clean
 
-# The modules compiled with mypyc (aioproducer/speedups.py names them): editing one
-# reinstalls, which compiles them again.
-HOT_SOURCES := $(shell $(PYTHON) -c "import runpy; m = runpy.run_path('aioproducer/speedups.py'); print(' '.join(n.replace('.', '/') + '.py' for n in m['HOT_MODULES']))")
+# The modules compiled with mypyc and Cython (aioproducer/speedups.py names them): editing
+# one reinstalls, which compiles them again.
+HOT_SOURCES := $(shell $(PYTHON) -c "import runpy; m = runpy.run_path('aioproducer/speedups.py'); print(' '.join([n.replace('.', '/') + '.py' for n in m['HOT_MODULES']] + [n.replace('.', '/') + '.pyx' for n in m['EXTENSIONS']]))")
 
 $(STAMP): pyproject.toml setup.py aioproducer/speedups.py $(HOT_SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,8 @@ pytest: $(STAMP) kafka-fetch
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
-# Where a C compiler exists the install must have compiled the hot path: fail if it
-# silently did not.
+# Where a C compiler exists the install must have compiled the hot path and the column
+# encoder: fail if it silently did not.
 compiled-check: $(STAMP)
 	$(PY) -m aioproducer info --require-compiled
 

@@ -3,7 +3,7 @@ record.
 
 Two implementations write the same bytes. Where the package was installed with Cython and
 a C compiler, :func:`encode_run` calls the compiled encoder (``_column_codec.pyx``: one
-pass over the column buffers per batch, see :data:`CODEC_REASON`); else (and with
+pass over the column buffers per batch, see ``CODEC_REASON``); else (and with
 ``AIOPRODUCER_PURE_PYTHON=1``) it is :func:`encode_run_numpy`, described below.
 
 A :class:`BinaryColumn` is a read-only view of a binary column (Arrow's layout: absolute
@@ -31,6 +31,7 @@ from aioproducer.protocol import column_view
 from aioproducer.protocol.column_plan import (
     PLAN_AHEAD,
     Plan,
+    Request,
     cuts,
     fresh_cuts,
     record_size,
@@ -110,15 +111,20 @@ def encode_run(
     ``size_so_far`` bytes; returns ``(records encoded, their bytes)`` (a bytes-like
     object).
 
-    The compiled encoder (:data:`CODEC`) where it runs, else :func:`encode_run_numpy`,
-    whose docstring tells the rules: both write the same bytes and cut at the same
-    record.
+    Every record gets the timestamp delta ``ts_part`` (already encoded). ``keys`` and
+    ``headers`` are None (no key, no headers) or columns like ``values``; a row of
+    ``headers`` is the record's encoded header section (the count varint and the pairs;
+    ``b"\\x00"`` for none). Encoding stops before the first record that would take the
+    batch past ``max_bytes`` (None: no limit), unless the batch is empty: then at least one
+    record is encoded.
+
+    The compiled encoder (``CODEC``) where it runs, else :func:`encode_run_numpy`: both
+    write the same bytes and cut at the same record.
     """
     codec = CODEC
     if codec is None:
-        return encode_run_numpy(
-            values, keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes
-        )
+        request = (keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes)
+        return encode_run_numpy(values, request)
     encoded: tuple[int, Any] = codec.encode_run(
         (values.offsets, values.data, values.valid),
         None if keys is None else (keys.offsets, keys.data, keys.valid),
@@ -133,36 +139,18 @@ def encode_run(
     return encoded
 
 
-def encode_run_numpy(
-    values: BinaryColumn,
-    keys: BinaryColumn | None,
-    headers: BinaryColumn | None,
-    start: int,
-    stop: int,
-    first_offset_delta: int,
-    ts_part: bytes,
-    size_so_far: int,
-    max_bytes: int | None,
-) -> tuple[int, Any]:
-    """Encode records ``start:stop`` as :meth:`~aioproducer.protocol.records.RecordBatchBuilder.append` would, one after
-    the other, into a batch already holding ``first_offset_delta`` records and
-    ``size_so_far`` bytes; returns ``(records encoded, their bytes)`` (a bytes-like
-    object: a numpy uint8 array).
-
-    Every record gets the timestamp delta ``ts_part`` (already encoded). ``keys`` and
-    ``headers`` are None (no key, no headers) or columns like ``values``; a row of
-    ``headers`` is the record's encoded header section (the count varint and the pairs;
-    ``b"\\x00"`` for none). Encoding stops before the first record that would take the
-    batch past ``max_bytes`` (None: no limit), unless the batch is empty: then at least one
-    record is encoded.
+def encode_run_numpy(values: BinaryColumn, request: Request) -> tuple[int, Any]:
+    """:func:`encode_run` with numpy: ``request`` is its arguments after ``values``
+    (``(keys, headers, start, stop, first_offset_delta, ts_part, size_so_far,
+    max_bytes)``); returns ``(records encoded, their bytes)`` (a numpy uint8 array).
 
     The rest of the run is encoded ahead for the batches that follow, and kept on
     ``values`` until a call asks for something else (see :class:`Plan`).
     """
+    keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes = request
     if start >= stop:
         return 0, b""
     np = numpy()
-    request = (keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes)
     plan = values._plan
     got = None
     if plan is not None:

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 np = pytest.importorskip("numpy")
 
+from test_records_columnar import by_append  # noqa: E402
+
 from aioproducer import speedups  # noqa: E402
 from aioproducer.protocol import columnar  # noqa: E402
 from aioproducer.protocol.columnar import BinaryColumn  # noqa: E402
@@ -121,7 +123,7 @@ def test_compiled_and_numpy_encoders_write_the_same_bytes_and_cut_at_the_same_re
     assert CODEC is not None
     count, data = CODEC.encode_run(values, keys, headers, *args)
     want_count, want = columnar.encode_run_numpy(
-        as_column(values), as_column(keys), as_column(headers), *args
+        as_column(values), (as_column(keys), as_column(headers), *args)
     )
     assert (count, bytes(data)) == (want_count, bytes(want))
     if first_offset_delta == 0:
@@ -139,30 +141,6 @@ def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
     columnar.CODEC = old
 
 
-def by_append(
-    ts: int,
-    rows: list[tuple[bytes | None, bytes | None, bytes]],
-    headers: list[Any] | None,
-    limit: int,
-    before: int,
-) -> list[bytes]:
-    """Batches as append() one record at a time fills them, after ``before`` records."""
-    out = [RecordBatchBuilder()]
-    for _ in range(before):
-        out[-1].append(ts, None, b"x")
-    for i, (key, value, _h) in enumerate(rows):
-        current = out[-1]
-        size, count = len(current._buf), current.record_count
-        hdrs = headers[i] if headers is not None else ()
-        current.append(ts, key, value, hdrs)
-        if current.size_in_bytes > limit and count:
-            current._truncate(size, count, ts)
-            current = RecordBatchBuilder()
-            out.append(current)
-            current.append(ts, key, value, hdrs)
-    return [b.build() for b in out if b.record_count]
-
-
 @settings(
     max_examples=40,
     deadline=None,
@@ -173,7 +151,7 @@ def by_append(
     with_keys=st.booleans(),
     with_headers=st.booleans(),
     wide=st.booleans(),
-    limit=st.integers(min_value=RECORD_BATCH_OVERHEAD + 100, max_value=30_000),
+    limit=st.integers(min_value=RECORD_BATCH_OVERHEAD + 700, max_value=30_000),
     before=st.sampled_from([0, 1, 63, 64, 70]),
     run=st.integers(min_value=1, max_value=15),
 )
@@ -193,7 +171,18 @@ def test_append_columns_on_either_encoder_is_byte_identical_to_append(
     headers = None
     if with_headers:
         headers = [[("h", bytes([i % 256]))] if i % 2 else [] for i in range(len(rows))]
-    want = by_append(ts, rows, headers, limit, before)
+    # The reference: the same records, after ``before`` others (that fit in the first
+    # batch: up to 70 of 8 bytes), one append() at a time.
+    want = [
+        b.build()
+        for b in by_append(
+            ts,
+            [None] * before + [k for k, _v, _h in rows],
+            [b"x"] * before + [v for _k, v, _h in rows],
+            [[]] * before + headers if headers is not None else None,
+            limit,
+        )
+    ]
     offsets, data, valid = raw_column([r[1] for r in rows], wide, 0)
     # int32 offsets reach the compiled encoder as they are.
     values = BinaryColumn(offsets, data, valid)
