@@ -360,7 +360,7 @@ class Accumulator:
         # compiled code pays for in full, once per record. Typed as its compiled base,
         # the builder's fields are read in place.
         state: BatchState = batch.builder
-        index = state._count
+        index = state.count
         added = append_record(state, timestamp_ms, key, value, headers or ())
         # What the estimate over-reserved is given back when the batch is settled.
         batch.unsettled += reserved - added

@@ -51,10 +51,12 @@ class BatchState:
     Compiled, the fields are read and written in place, not looked up by name per record.
     """
 
-    __slots__ = ("_base_ts", "_buf", "_count", "_max_ts")
+    __slots__ = ("_base_ts", "_buf", "_max_ts", "count")
 
     _buf: bytearray
-    _count: int
+    #: Package-internal: how many records the batch holds (the accumulator reads it as
+    #: a field, compiled, rather than through the builder's ``record_count`` property).
+    count: int
     _base_ts: int
     _max_ts: int
 
@@ -278,7 +280,7 @@ def append_record(
     one call per record instead of two. Invalid input raises like :func:`encode_record`
     and leaves the builder unchanged.
     """
-    count = builder._count
+    count = builder.count
     encoded = encode_record(
         builder._buf, count, builder._base_ts, timestamp_ms, key, value, headers
     )
@@ -289,7 +291,7 @@ def append_record(
         builder._max_ts = ts
     elif ts > builder._max_ts:
         builder._max_ts = ts
-    builder._count = count + 1
+    builder.count = count + 1
     return encoded
 
 
