@@ -24,7 +24,7 @@ from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
 from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
-from .protocol.record_encoder import BatchState, append_record
+from .protocol.record_encoder import BatchState, append_stamped
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
@@ -379,7 +379,7 @@ class Accumulator:
         # the builder's fields are read in place.
         state: BatchState = batch.builder
         index = state.count
-        added = append_record(state, timestamp_ms, key, value, headers or ())
+        added = append_stamped(state, timestamp_ms, key, value, headers or ())
         # What the estimate over-reserved is given back when the batch is settled.
         batch.unsettled += reserved - added
         size = batch.reserved + added

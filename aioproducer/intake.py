@@ -128,6 +128,9 @@ class Intake:
         self._seen_topic: Any = None
         self._seen_info: TopicInfo | None = None
         self._seen_count = 0
+        # The public handle class, read as a field (compiled, a module-global lookup of
+        # a class from an uncompiled module costs a dict lookup per record).
+        self._handle_class: type[DeliveryHandle] = DeliveryHandle
 
     # -- checking (any thread) --------------------------------------------------------------
 
@@ -163,9 +166,11 @@ class Intake:
         if self._value_serializer is not None and value is not None:
             value = _serialize(self._value_serializer, topic, value, "value")
         # bytes and bytearray are written as they are: the batch copies them on append.
-        if key is not None and type(key) not in _BytesLike:
+        # Two type identity tests each: compiled, ``in _BytesLike`` would look the tuple up
+        # in the module's globals and compare types through Python, per record.
+        if key is not None and type(key) is not bytes and type(key) is not bytearray:
             key = _coerce(key, "key")
-        if value is not None and type(value) not in _BytesLike:
+        if value is not None and type(value) is not bytes and type(value) is not bytearray:
             value = _coerce(value, "value")
         if headers:
             hdrs: HeaderList | None = _headers(headers)
@@ -381,7 +386,7 @@ class Intake:
         acc = self._acc
         batch, index, wake = acc.append(topic, part, ts, key, value, hdrs, need)
         handle = new_handle(
-            DeliveryHandle,
+            self._handle_class,
             batch,
             index,
             ts,

@@ -30,10 +30,12 @@ __all__ = [
     "ZZ_LEN",
     "BatchState",
     "append_record",
+    "append_stamped",
     "as_bytes_like",
     "encode_headers",
     "encode_record",
     "encode_records",
+    "stamp",
     "timestamp_delta",
     "zigzag",
 ]
@@ -182,22 +184,39 @@ def encode_record(
     written: invalid input raises (``SerializationError``, ``TypeError``, ``ValueError``)
     and leaves ``buf`` unchanged.
     """
-    # Sizes of table varints are looked up (ZZ_LEN) rather than measured: this runs once
-    # per record. Arguments straight from callers are typed object: compiled, a typed
-    # parameter would raise a bare TypeError on entry instead of the errors below.
-    zz = ZZ
-    zl = ZZ_LEN
-    if isinstance(timestamp_ms, int) and -_SAFE_TS <= timestamp_ms <= _SAFE_TS:
+    # Arguments straight from callers are typed object: compiled, a typed parameter would
+    # raise a bare TypeError on entry instead of the errors below.
+    if isinstance(timestamp_ms, int):
+        ts_part = stamp(timestamp_ms, base_ts, count)
+    else:
+        ts_part = timestamp_delta(timestamp_ms, base_ts, count)  # raises TypeError
+    return _encode_stamped(buf, count, ts_part, key, value, headers)
+
+
+def stamp(timestamp_ms: int, base_ts: int, count: int) -> bytes:
+    """:func:`timestamp_delta` for a timestamp known to be an int: the table's encoding
+    of an ordinary delta, else the checked one."""
+    if -_SAFE_TS <= timestamp_ms <= _SAFE_TS:
         delta = timestamp_ms - base_ts if count else 0
         if 0 <= delta < TABLE_LIMIT:
-            ts_part = zz[delta + 1]
-            size = 1 + zl[delta + 1]  # the attributes byte and the timestamp delta
-        else:
-            ts_part = zigzag(delta)
-            size = 1 + len(ts_part)
-    else:
-        ts_part = timestamp_delta(timestamp_ms, base_ts, count)
-        size = 1 + len(ts_part)
+            return ZZ[delta + 1]
+        return zigzag(delta)
+    return timestamp_delta(timestamp_ms, base_ts, count)
+
+
+def _encode_stamped(
+    buf: bytearray,
+    count: int,
+    ts_part: bytes,
+    key: object,
+    value: object,
+    headers: Sequence[Header],
+) -> int:
+    # encode_record() once the timestamp delta is encoded (``ts_part``). Sizes of table
+    # varints are looked up (ZZ_LEN) rather than measured: this runs once per record.
+    zz = ZZ
+    zl = ZZ_LEN
+    size = 1 + len(ts_part)  # the attributes byte and the timestamp delta
     if count < TABLE_LIMIT:
         offset_part = zz[count + 1]
         size += zl[count + 1]
@@ -266,6 +285,16 @@ def encode_record(
     return encoded
 
 
+def _counted(builder: BatchState, count: int, ts: int) -> None:
+    # Record ``count`` of timestamp ``ts`` is in the batch: its count and timestamps.
+    if count == 0:
+        builder._base_ts = ts
+        builder._max_ts = ts
+    elif ts > builder._max_ts:
+        builder._max_ts = ts
+    builder.count = count + 1
+
+
 def append_record(
     builder: BatchState,
     timestamp_ms: object,
@@ -276,8 +305,7 @@ def append_record(
     """``RecordBatchBuilder.append``: encode a record at the end of ``builder``'s batch,
     update its count and timestamps, and return the record's encoded size.
 
-    The builder's method delegates here, and the (compiled) accumulator calls it directly:
-    one call per record instead of two. Invalid input raises like :func:`encode_record`
+    The builder's method delegates here. Invalid input raises like :func:`encode_record`
     and leaves the builder unchanged.
     """
     count = builder.count
@@ -285,13 +313,24 @@ def append_record(
         builder._buf, count, builder._base_ts, timestamp_ms, key, value, headers
     )
     # encode_record accepted it: an int.
-    ts = cast(int, timestamp_ms)
-    if count == 0:
-        builder._base_ts = ts
-        builder._max_ts = ts
-    elif ts > builder._max_ts:
-        builder._max_ts = ts
-    builder.count = count + 1
+    _counted(builder, count, cast(int, timestamp_ms))
+    return encoded
+
+
+def append_stamped(
+    builder: BatchState,
+    timestamp_ms: int,
+    key: object,
+    value: object,
+    headers: Sequence[Header],
+) -> int:
+    """:func:`append_record` for a timestamp already known to be an int (the intake checked
+    it), as the (compiled) accumulator calls it: one call per record, and the timestamp
+    stays a machine integer. Same bytes, same errors."""
+    count = builder.count
+    ts_part = stamp(timestamp_ms, builder._base_ts, count)
+    encoded = _encode_stamped(builder._buf, count, ts_part, key, value, headers)
+    _counted(builder, count, timestamp_ms)
     return encoded
 
 
