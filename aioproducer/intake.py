@@ -185,13 +185,17 @@ class Intake:
                 size += len(key)
             if value is not None:
                 size += len(value)
+        # ``ts`` typed int, not the Any parameter: compiled, it stays a machine integer
+        # (no boxing and unboxing per record).
         if timestamp_ms is None:
-            timestamp_ms = int(_wall_clock() * 1000)
+            ts = int(_wall_clock() * 1000)
         elif type(timestamp_ms) is not int or timestamp_ms < 0:
-            record_timestamp(timestamp_ms)  # raises
+            ts = record_timestamp(timestamp_ms)  # raises
+        else:
+            ts = timestamp_ms
         if size > self.max_size:
             raise self.too_large(size + RECORD_BATCH_OVERHEAD)
-        return key, value, hdrs, timestamp_ms, size
+        return key, value, hdrs, ts, size
 
     def offer(
         self,
@@ -209,7 +213,7 @@ class Intake:
 
         ``Producer.send`` in one call: most records need no waiting.
         """
-        key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
+        key, value, hdrs, ts, size = self._check(topic, key, value, headers, timestamp_ms)
         snapshot = self.cluster.snapshot
         if topic is self._seen_topic and snapshot is self._seen_snapshot:
             info = self._seen_info
@@ -224,11 +228,9 @@ class Intake:
             if partition is not None:
                 self.check_partition(topic, partition, info)
             if self.budget.try_reserve(size):
-                handle, self.woke = self._place(
-                    topic, key, value, hdrs, timestamp_ms, partition, size, info
-                )
+                handle, self.woke = self._place(topic, key, value, hdrs, ts, partition, size, info)
                 return handle
-        return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
+        return _tuple_new(PreparedRecord, (topic, key, value, hdrs, ts, partition, size))
 
     def check_partition(self, topic: Any, partition: Any, info: TopicInfo) -> None:
         """Raise ``InvalidArgumentError`` unless ``partition`` is one of the topic's."""
