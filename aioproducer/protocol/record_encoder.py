@@ -21,6 +21,7 @@ from aioproducer.errors import SerializationError
 
 __all__ = [
     "ATTRS",
+    "ATTRS_DELTA",
     "EMPTY_HEADERS",
     "INT64_MAX",
     "INT64_MIN",
@@ -95,6 +96,11 @@ NULL: Final = ZZ[0]
 EMPTY_HEADERS: Final = ZZ[1]
 #: A record's attributes byte: always 0 in v2.
 ATTRS: Final = b"\x00"
+# Timestamp deltas below this (one byte each) have their piece in ATTRS_DELTA.
+_ATTRS_DELTA_LIMIT: Final = 64
+#: ``ATTRS`` followed by the encoded timestamp delta, for deltas 0..63: a record's second
+#: and third bytes as one piece (each piece of a record costs a little to join).
+ATTRS_DELTA: Final[tuple[bytes, ...]] = tuple(ATTRS + ZZ[d + 1] for d in range(_ATTRS_DELTA_LIMIT))
 
 
 def as_bytes_like(obj: object, what: str) -> BytesLike:
@@ -187,36 +193,37 @@ def encode_record(
     # Arguments straight from callers are typed object: compiled, a typed parameter would
     # raise a bare TypeError on entry instead of the errors below.
     if isinstance(timestamp_ms, int):
-        ts_part = stamp(timestamp_ms, base_ts, count)
+        head = stamp(timestamp_ms, base_ts, count)
     else:
-        ts_part = timestamp_delta(timestamp_ms, base_ts, count)  # raises TypeError
-    return _encode_stamped(buf, count, ts_part, key, value, headers)
+        head = ATTRS + timestamp_delta(timestamp_ms, base_ts, count)  # raises TypeError
+    return _encode_stamped(buf, count, head, key, value, headers)
 
 
 def stamp(timestamp_ms: int, base_ts: int, count: int) -> bytes:
-    """:func:`timestamp_delta` for a timestamp known to be an int: the table's encoding
-    of an ordinary delta, else the checked one."""
+    """A record's attributes byte and its encoded timestamp delta (:func:`timestamp_delta`),
+    for a timestamp known to be an int: one piece, from a table for an ordinary delta."""
     if -_SAFE_TS <= timestamp_ms <= _SAFE_TS:
         delta = timestamp_ms - base_ts if count else 0
-        if 0 <= delta < TABLE_LIMIT:
-            return ZZ[delta + 1]
-        return zigzag(delta)
-    return timestamp_delta(timestamp_ms, base_ts, count)
+        if 0 <= delta < _ATTRS_DELTA_LIMIT:
+            return ATTRS_DELTA[delta]
+        return ATTRS + (ZZ[delta + 1] if 0 <= delta < TABLE_LIMIT else zigzag(delta))
+    return ATTRS + timestamp_delta(timestamp_ms, base_ts, count)
 
 
 def _encode_stamped(
     buf: bytearray,
     count: int,
-    ts_part: bytes,
+    head: bytes,
     key: object,
     value: object,
     headers: Sequence[Header],
 ) -> int:
-    # encode_record() once the timestamp delta is encoded (``ts_part``). Sizes of table
-    # varints are looked up (ZZ_LEN) rather than measured: this runs once per record.
+    # encode_record() once the attributes and timestamp delta are encoded (``head``, from
+    # stamp()). Sizes of table varints are looked up (ZZ_LEN) rather than measured: this
+    # runs once per record.
     zz = ZZ
     zl = ZZ_LEN
-    size = 1 + len(ts_part)  # the attributes byte and the timestamp delta
+    size = len(head)
     if count < TABLE_LIMIT:
         offset_part = zz[count + 1]
         size += zl[count + 1]
@@ -267,21 +274,24 @@ def _encode_stamped(
     else:
         length_part = zigzag(size)
         encoded = size + len(length_part)
-    # One join and one append: cheaper than appending the nine pieces one by one, in
-    # Python and compiled alike. (key_data/value_data are empty for a null key/value.)
-    buf += b"".join(
-        (
-            length_part,
-            ATTRS,
-            ts_part,
-            offset_part,
-            key_part,
-            key_data,
-            value_part,
-            value_data,
-            header_part,
+    # One join and one append: cheaper than appending the pieces one by one, in Python
+    # and compiled alike; each piece costs, so a null key adds none of its own (its -1
+    # length is key_part), nor does a null value's empty data matter enough to branch on.
+    if key is None:
+        buf += b"".join((length_part, head, offset_part, NULL, value_part, value_data, header_part))
+    else:
+        buf += b"".join(
+            (
+                length_part,
+                head,
+                offset_part,
+                key_part,
+                key_data,
+                value_part,
+                value_data,
+                header_part,
+            )
         )
-    )
     return encoded
 
 
@@ -328,8 +338,8 @@ def append_stamped(
     it), as the (compiled) accumulator calls it: one call per record, and the timestamp
     stays a machine integer. Same bytes, same errors."""
     count = builder.count
-    ts_part = stamp(timestamp_ms, builder._base_ts, count)
-    encoded = _encode_stamped(builder._buf, count, ts_part, key, value, headers)
+    head = stamp(timestamp_ms, builder._base_ts, count)
+    encoded = _encode_stamped(builder._buf, count, head, key, value, headers)
     _counted(builder, count, timestamp_ms)
     return encoded
 

@@ -41,8 +41,10 @@ async def test_keyless_records_stick_to_a_partition_until_its_batch_fills(
     handles = [await producer.send(TOPIC, b"x" * 100) for _ in range(200)]
     runs = [len(list(run)) for _, run in groupby(h.partition for h in handles)]
     # A 1,024-byte batch holds 9 such records: the partition changes only once the
-    # batch it fills is full, so every run but the last fills at least one batch.
-    assert len(runs) >= 10
+    # batch it fills is full, so every run but the last fills at least one batch (the
+    # next choice may draw the same partition again: runs of 16 then join). Twelve or
+    # more draws over four partitions: more than one is used.
+    assert len(runs) >= 2
     assert all(run >= 9 for run in runs[:-1])
     for handle in handles:
         batch, index = handle.position()
