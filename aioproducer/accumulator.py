@@ -24,7 +24,7 @@ from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
 from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
-from .protocol.record_encoder import BatchState, append_record
+from .protocol.record_encoder import BatchState, append_stamped
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "ProducerBatch",
     "RecordHandle",
     "TopicPartition",
+    "new_handle",
 ]
 
 TopicPartition = tuple[str, int]
@@ -222,20 +223,18 @@ class RecordHandle:
     what its metadata reports of it; the fields of :class:`~aioproducer.DeliveryHandle`,
     which subclasses it (``results.py``).
 
-    Compiled (``speedups.py``), building one per record runs no Python code: the intake
-    calls the public subclass, whose constructor is this one.
+    Built by :func:`new_handle`, not by a constructor with arguments: compiled
+    (``speedups.py``), creating the public subclass's instance then parses no arguments
+    and boxes no integers, and setting the fields runs no Python code.
     """
 
     __slots__ = ("_batch", "_index", "key_size", "timestamp_ms", "value_size")
 
-    def __init__(
-        self, batch: ProducerBatch, index: int, timestamp_ms: int, key_size: int, value_size: int
-    ) -> None:
-        self._batch = batch
-        self._index = index
-        self.timestamp_ms = timestamp_ms
-        self.key_size = key_size
-        self.value_size = value_size
+    _batch: ProducerBatch
+    _index: int
+    timestamp_ms: int
+    key_size: int
+    value_size: int
 
     def position(self) -> tuple[ProducerBatch, int]:
         """Package-internal (instrumentation): the batch holding the record, and the
@@ -251,6 +250,25 @@ class RecordHandle:
         """Package-internal: the error of a record whose batch is done, None if it was
         delivered."""
         return self._batch.outcome(self._index)[2]
+
+
+def new_handle(
+    cls: type[RecordHandle],
+    batch: ProducerBatch,
+    index: int,
+    timestamp_ms: int,
+    key_size: int,
+    value_size: int,
+) -> RecordHandle:
+    """A handle of class ``cls`` (:class:`~aioproducer.DeliveryHandle`) for record ``index``
+    of ``batch``, its timestamp and its serialized key and value sizes (-1 for None)."""
+    handle = cls()
+    handle._batch = batch
+    handle._index = index
+    handle.timestamp_ms = timestamp_ms
+    handle.key_size = key_size
+    handle.value_size = value_size
+    return handle
 
 
 class Accumulator:
@@ -360,8 +378,8 @@ class Accumulator:
         # compiled code pays for in full, once per record. Typed as its compiled base,
         # the builder's fields are read in place.
         state: BatchState = batch.builder
-        index = state._count
-        added = append_record(state, timestamp_ms, key, value, headers or ())
+        index = state.count
+        added = append_stamped(state, timestamp_ms, key, value, headers or ())
         # What the estimate over-reserved is given back when the batch is settled.
         batch.unsettled += reserved - added
         size = batch.reserved + added

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
-from .accumulator import Accumulator, ProducerBatch
+from .accumulator import Accumulator, ProducerBatch, new_handle
 from .adaptive import DrainClock, PartitionLoad
 from .budget import MemoryBudget
 from .cluster import Cluster, TopicInfo
@@ -120,6 +120,17 @@ class Intake:
         self.woke = False
         #: The largest record size bound that can ever be sent.
         self.max_size = min(config.max_request_size, config.buffer_memory) - RECORD_BATCH_OVERHEAD
+        # The topic the latest offer() found in the metadata snapshot, its TopicInfo and
+        # partition count: records in a row for one topic skip two attribute reads, a dict
+        # lookup and a len() of the uncompiled metadata classes. Snapshots are replaced,
+        # never changed, so the cache holds while the snapshot is the same object.
+        self._seen_snapshot: Any = None
+        self._seen_topic: Any = None
+        self._seen_info: TopicInfo | None = None
+        self._seen_count = 0
+        # The public handle class, read as a field (compiled, a module-global lookup of
+        # a class from an uncompiled module costs a dict lookup per record).
+        self._handle_class: type[DeliveryHandle] = DeliveryHandle
 
     # -- checking (any thread) --------------------------------------------------------------
 
@@ -155,9 +166,11 @@ class Intake:
         if self._value_serializer is not None and value is not None:
             value = _serialize(self._value_serializer, topic, value, "value")
         # bytes and bytearray are written as they are: the batch copies them on append.
-        if key is not None and type(key) not in _BytesLike:
+        # Two type identity tests each: compiled, ``in _BytesLike`` would look the tuple up
+        # in the module's globals and compare types through Python, per record.
+        if key is not None and type(key) is not bytes and type(key) is not bytearray:
             key = _coerce(key, "key")
-        if value is not None and type(value) not in _BytesLike:
+        if value is not None and type(value) is not bytes and type(value) is not bytearray:
             value = _coerce(value, "value")
         if headers:
             hdrs: HeaderList | None = _headers(headers)
@@ -172,13 +185,17 @@ class Intake:
                 size += len(key)
             if value is not None:
                 size += len(value)
+        # ``ts`` typed int, not the Any parameter: compiled, it stays a machine integer
+        # (no boxing and unboxing per record).
         if timestamp_ms is None:
-            timestamp_ms = int(_wall_clock() * 1000)
+            ts = int(_wall_clock() * 1000)
         elif type(timestamp_ms) is not int or timestamp_ms < 0:
-            record_timestamp(timestamp_ms)  # raises
+            ts = record_timestamp(timestamp_ms)  # raises
+        else:
+            ts = timestamp_ms
         if size > self.max_size:
             raise self.too_large(size + RECORD_BATCH_OVERHEAD)
-        return key, value, hdrs, timestamp_ms, size
+        return key, value, hdrs, ts, size
 
     def offer(
         self,
@@ -196,17 +213,24 @@ class Intake:
 
         ``Producer.send`` in one call: most records need no waiting.
         """
-        key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
-        info = self.cluster.snapshot.topics.get(topic)
+        key, value, hdrs, ts, size = self._check(topic, key, value, headers, timestamp_ms)
+        snapshot = self.cluster.snapshot
+        if topic is self._seen_topic and snapshot is self._seen_snapshot:
+            info = self._seen_info
+        else:
+            info = snapshot.topics.get(topic)
+            if info is not None:
+                self._seen_snapshot = snapshot
+                self._seen_topic = topic
+                self._seen_info = info
+                self._seen_count = len(info.partitions)
         if info is not None:
             if partition is not None:
                 self.check_partition(topic, partition, info)
             if self.budget.try_reserve(size):
-                handle, self.woke = self._place(
-                    topic, key, value, hdrs, timestamp_ms, partition, size, info
-                )
+                handle, self.woke = self._place(topic, key, value, hdrs, ts, partition, size, info)
                 return handle
-        return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
+        return _tuple_new(PreparedRecord, (topic, key, value, hdrs, ts, partition, size))
 
     def check_partition(self, topic: Any, partition: Any, info: TopicInfo) -> None:
         """Raise ``InvalidArgumentError`` unless ``partition`` is one of the topic's."""
@@ -344,6 +368,7 @@ class Intake:
         # The sticky partitioner's [partition, bytes produced] for the topic, read and
         # updated in place (no call per record), when it places this record.
         state: list[int] | None = None
+        count = self._seen_count if info is self._seen_info else len(info.partitions)
         try:
             if not self.accepting:
                 raise ProducerClosedError("the producer was closed before the record")
@@ -351,8 +376,8 @@ class Intake:
                 self.gate()
             if explicit is None and (key is None or not self._keys_decide) and self._custom is None:
                 state = self._sticky.states.get(topic)
-                if state is None or state[0] >= len(info.partitions):
-                    self._sticky.partition(topic, info.available, len(info.partitions))
+                if state is None or state[0] >= count:
+                    self._sticky.partition(topic, info.available, count)
                     state = self._sticky.states[topic]
                 part = state[0]
             else:
@@ -362,7 +387,8 @@ class Intake:
             raise
         acc = self._acc
         batch, index, wake = acc.append(topic, part, ts, key, value, hdrs, need)
-        handle = DeliveryHandle(
+        handle = new_handle(
+            self._handle_class,
             batch,
             index,
             ts,
@@ -372,21 +398,16 @@ class Intake:
         if state is not None:
             produced = state[1] + need
             state[1] = produced
-            if produced >= acc.last_batch_limit:
-                # Time to consider moving on (on_append decides, from the fullness of
-                # the batch the record went into, the partition's newest).
+            limit = acc.last_batch_limit
+            # on_append() moves on only past twice the limit, or past it once the batch is
+            # full: tested here first, so that most records make no call.
+            if produced >= limit and (acc.last_batch_full or produced >= 2 * limit):
                 self._sticky.on_append(
-                    topic,
-                    part,
-                    0,
-                    acc.last_batch_full,
-                    info.available,
-                    len(info.partitions),
-                    acc.last_batch_limit,
+                    topic, part, 0, acc.last_batch_full, info.available, count, limit
                 )
         if wake:
             self._wake_sender()
-        return handle, wake
+        return cast(DeliveryHandle, handle), wake
 
     def append_run(self, run: ColumnRun, info: TopicInfo) -> bool:
         """Append a :class:`ColumnRun` whose ``size`` is reserved, adding where its records

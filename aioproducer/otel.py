@@ -162,13 +162,13 @@ class ProducerInstruments:
         if producer in self.producers:
             return
         self.producers.add(producer)
-        producer._metrics.listener = _Listener(self, producer.config.client_id)
+        producer.counters.listener = _Listener(self, producer.config.client_id)
 
     def detach(self, producer: Producer) -> None:
         """Stop reporting ``producer``'s metrics."""
         self.producers.discard(producer)
-        if isinstance(producer._metrics.listener, _Listener):
-            producer._metrics.listener = None
+        if isinstance(producer.counters.listener, _Listener):
+            producer.counters.listener = None
 
     def _observe_buffer(self, _options: Any) -> list[Any]:
         from opentelemetry.metrics import Observation
@@ -386,9 +386,9 @@ def instrument_producer(
     inst = ProducerInstruments(tracer_provider, meter_provider)
     if tracing:
         sending.TRACING[0] = True
-        producer._instrumentation = inst
+        producer.instrumentation = inst
     else:
-        producer._metrics_instrumentation = inst
+        producer.metrics_instrumentation = inst
     if producer.intake.accepting:  # running: start() would attach it otherwise
         inst.attach(producer)
     return inst
@@ -396,7 +396,7 @@ def instrument_producer(
 
 def uninstrument_producer(producer: Producer) -> None:
     """Undo :func:`instrument_producer`: the producer follows the global setting again."""
-    for hook in ("_instrumentation", "_metrics_instrumentation"):
+    for hook in ("instrumentation", "metrics_instrumentation"):
         inst = producer.__dict__.pop(hook, None)
         if inst is not None:
             inst.detach(producer)
@@ -428,9 +428,9 @@ class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ign
         type(self)._inst = inst
         if kwargs.get("tracing", True):
             sending.TRACING[0] = True
-            Producer._instrumentation = inst
+            Producer.instrumentation = inst
         else:
-            Producer._metrics_instrumentation = inst
+            Producer.metrics_instrumentation = inst
 
     def _uninstrument(self, **kwargs: Any) -> None:
         inst = self._inst
@@ -438,8 +438,8 @@ class AioproducerInstrumentor(BaseInstrumentor):  # type: ignore[misc,unused-ign
             return
         from .producer import Producer
 
-        Producer._instrumentation = None
-        Producer._metrics_instrumentation = None
+        Producer.instrumentation = None
+        Producer.metrics_instrumentation = None
         type(self)._inst = None
         for producer in list(inst.producers):
             inst.detach(producer)

@@ -80,11 +80,14 @@ class Producer:
 
     # The OpenTelemetry hooks (``otel.py``): set on the class by
     # ``AioproducerInstrumentor().instrument()``, on one producer by
-    # ``instrument_producer()``. ``_instrumentation`` traces every send (None costs one
-    # attribute check per record); ``_metrics_instrumentation`` only reports metrics, per
-    # batch, and costs nothing per record.
-    _instrumentation: Any = None
-    _metrics_instrumentation: Any = None
+    # ``instrument_producer()``; plain attributes, so that the compiled send path reads
+    # one field per record.
+    #: Package-internal: the hook that traces every send, or None (one attribute check
+    #: per record).
+    instrumentation: Any = None
+    #: Package-internal: the hook that only reports metrics, per batch (no cost per
+    #: record), or None.
+    metrics_instrumentation: Any = None
 
     def __init__(self, bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092", **config: Any):
         self.config = ProducerConfig.from_kwargs({"bootstrap_servers": bootstrap_servers, **config})
@@ -100,13 +103,15 @@ class Producer:
             transactional=cfg.transactional_id is not None,
             max_batch_bytes=cfg.max_request_size,
         )
-        self._metrics = Metrics()
+        #: Package-internal: this producer's counters (:meth:`metrics` reads them);
+        #: instrumentation (``otel.py``) hears their events through their ``listener``.
+        self.counters = Metrics()
         self._cluster = Cluster(cfg, authenticator=_authenticator(cfg))
         # Which brokers stopped draining, for adaptive partitioning (sender writes it).
         clock = None
         if cfg.partitioner_availability_timeout_ms:
             clock = DrainClock(cfg.partitioner_availability_timeout_ms / 1000)
-        self._sender = Sender(cfg, self._acc, self._cluster, self._metrics, clock)
+        self._sender = Sender(cfg, self._acc, self._cluster, self.counters, clock)
         #: Package-internal: how records get into this producer's batches. Its checks may
         #: run in any thread; SyncProducer feeds the producer through it (``handoff.py``).
         self.intake = Intake(
@@ -165,7 +170,7 @@ class Producer:
         self._cluster.request_refresh()
         self._state = _RUNNING
         self.intake.accepting = True
-        hook = self._instrumentation or self._metrics_instrumentation
+        hook = self.instrumentation or self.metrics_instrumentation
         if hook is not None:
             hook.attach(self)
         if self._txn is not None:
@@ -280,7 +285,7 @@ class Producer:
         # or it traces its sends.
         if self._state != _RUNNING:
             self._raise_not_running()
-        if self._instrumentation is None:
+        if self.instrumentation is None:
             record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
             handle, wake = await self._send_waiting(record, partition)
         else:
@@ -308,7 +313,7 @@ class Producer:
         partition: int | None,
         timestamp_ms: int | None,
     ) -> tuple[DeliveryHandle, bool]:
-        hook = self._instrumentation
+        hook = self.instrumentation
         span, headers = hook.start(self, topic, key, headers)
         try:
             record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
@@ -361,7 +366,7 @@ class Producer:
         """
         if self._state != _RUNNING:
             self._raise_not_running()
-        hook = self._instrumentation
+        hook = self.instrumentation
         span = None
         if hook is not None:
             span, headers = hook.start(self, topic, key, headers)
@@ -437,7 +442,7 @@ class Producer:
         prepare = intake.record
         append = intake.append
         budget = self._budget
-        hook = self._instrumentation
+        hook = self.instrumentation
         span = None
         for i in range(count):
             key = key_list[i] if key_list is not None else None
@@ -505,7 +510,7 @@ class Producer:
         info = self._cluster.snapshot.topics.get(topic)
         if info is None:
             info = await intake.wait_for_topic(topic, self._max_block)
-        hook = self._instrumentation
+        hook = self.instrumentation
         span = None
         if hook is not None:
             span = hook.start_bulk(self, topic, len(values))
@@ -685,7 +690,7 @@ class Producer:
         """Plain counters: records sent/failed/retried, batches, sizes, latency, buffer use,
         and the topics (``topics_tracked``) and partitions (``partitions_tracked``) the
         producer keeps state for."""
-        return self._metrics.snapshot(
+        return self.counters.snapshot(
             buffer_bytes=self._budget.used,
             buffer_limit=self._budget.limit,
             requests_in_flight=self._sender.in_flight_requests,

@@ -45,9 +45,8 @@ class DeliveryHandle(RecordHandle):
     serialized key and value sizes (-1 for None).
     """
 
-    # The fields, and the constructor (batch, index, timestamp_ms, key_size, value_size),
-    # are RecordHandle's (``accumulator.py``): compiled, it builds a handle per record
-    # without running Python code.
+    # The fields are RecordHandle's (``accumulator.py``), set by its new_handle():
+    # compiled, building a handle per record runs no Python code.
     __slots__ = ()
 
     @property

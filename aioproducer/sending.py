@@ -45,7 +45,7 @@ class SendPath:
     """Package-internal: one producer's ``send``, as :meth:`send` (bound, it is what
     ``producer.send`` finds).
 
-    ``producer`` is read for its tracing hook (``_instrumentation``, which may be set on
+    ``producer`` is read for its tracing hook (``instrumentation``, which may be set on
     the class or on the producer at any time) once :data:`TRACING` says that any producer
     may trace.
     """
@@ -67,7 +67,7 @@ class SendPath:
     ) -> DeliveryHandle:
         """``Producer.send`` (see there)."""
         intake = self.intake
-        if not intake.accepting or (TRACING[0] and self.producer._instrumentation is not None):
+        if not intake.accepting or (TRACING[0] and self.producer.instrumentation is not None):
             return await self._other(topic, value, key, headers, partition, timestamp_ms)
         result = intake.offer(topic, key, value, headers, partition, timestamp_ms)
         if isinstance(result, PreparedRecord):

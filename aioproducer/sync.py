@@ -340,7 +340,7 @@ class SyncProducer:
         engine = self._engine
         if engine is None or engine.state != RUNNING:
             engine = self._get_engine()
-        hook = Producer._instrumentation
+        hook = Producer.instrumentation
         if hook is not None:
             return self._send_traced(
                 hook, engine, topic, value, key, headers, partition, timestamp_ms
@@ -417,7 +417,7 @@ class SyncProducer:
         # One timestamp for the call, as a bulk send has.
         ts = record_timestamp(timestamp_ms)
         prepare = engine.intake.record
-        hook = Producer._instrumentation
+        hook = Producer.instrumentation
         out: list[DeliveryFuture] = []
         for start in range(0, count, _STEP):
             records: list[PreparedRecord] = []
@@ -483,7 +483,7 @@ class SyncProducer:
         :class:`~aioproducer.errors.InvalidArgumentError` naming the column before a
         record is buffered. Serializers apply to sequences only.
         """
-        hook = Producer._instrumentation
+        hook = Producer.instrumentation
         span = hook.start_bulk(self, topic, len(values)) if hook is not None else None
         try:
             bulk, _count, error = self.send_bulk_until_error(
@@ -519,7 +519,7 @@ class SyncProducer:
         ts = record_timestamp(timestamp_ms)
         cols = engine.intake.columns(topic, info, values, keys, headers, partitions)
         bulk = BulkDelivery(topic, ts)
-        hook = Producer._instrumentation
+        hook = Producer.instrumentation
         if span is not None and hook is not None:
             # Registered before the loop sees the bulk: from then on only the loop may.
             hook.bulk_tracked(span, bulk, cols.error)

@@ -21,6 +21,7 @@ from aioproducer.errors import SerializationError
 
 __all__ = [
     "ATTRS",
+    "ATTRS_DELTA",
     "EMPTY_HEADERS",
     "INT64_MAX",
     "INT64_MIN",
@@ -30,10 +31,12 @@ __all__ = [
     "ZZ_LEN",
     "BatchState",
     "append_record",
+    "append_stamped",
     "as_bytes_like",
     "encode_headers",
     "encode_record",
     "encode_records",
+    "stamp",
     "timestamp_delta",
     "zigzag",
 ]
@@ -51,10 +54,12 @@ class BatchState:
     Compiled, the fields are read and written in place, not looked up by name per record.
     """
 
-    __slots__ = ("_base_ts", "_buf", "_count", "_max_ts")
+    __slots__ = ("_base_ts", "_buf", "_max_ts", "count")
 
     _buf: bytearray
-    _count: int
+    #: Package-internal: how many records the batch holds (the accumulator reads it as
+    #: a field, compiled, rather than through the builder's ``record_count`` property).
+    count: int
     _base_ts: int
     _max_ts: int
 
@@ -91,6 +96,11 @@ NULL: Final = ZZ[0]
 EMPTY_HEADERS: Final = ZZ[1]
 #: A record's attributes byte: always 0 in v2.
 ATTRS: Final = b"\x00"
+# Timestamp deltas below this (one byte each) have their piece in ATTRS_DELTA.
+_ATTRS_DELTA_LIMIT: Final = 64
+#: ``ATTRS`` followed by the encoded timestamp delta, for deltas 0..63: a record's second
+#: and third bytes as one piece (each piece of a record costs a little to join).
+ATTRS_DELTA: Final[tuple[bytes, ...]] = tuple(ATTRS + ZZ[d + 1] for d in range(_ATTRS_DELTA_LIMIT))
 
 
 def as_bytes_like(obj: object, what: str) -> BytesLike:
@@ -180,22 +190,40 @@ def encode_record(
     written: invalid input raises (``SerializationError``, ``TypeError``, ``ValueError``)
     and leaves ``buf`` unchanged.
     """
-    # Sizes of table varints are looked up (ZZ_LEN) rather than measured: this runs once
-    # per record. Arguments straight from callers are typed object: compiled, a typed
-    # parameter would raise a bare TypeError on entry instead of the errors below.
+    # Arguments straight from callers are typed object: compiled, a typed parameter would
+    # raise a bare TypeError on entry instead of the errors below.
+    if isinstance(timestamp_ms, int):
+        head = stamp(timestamp_ms, base_ts, count)
+    else:
+        head = ATTRS + timestamp_delta(timestamp_ms, base_ts, count)  # raises TypeError
+    return _encode_stamped(buf, count, head, key, value, headers)
+
+
+def stamp(timestamp_ms: int, base_ts: int, count: int) -> bytes:
+    """A record's attributes byte and its encoded timestamp delta (:func:`timestamp_delta`),
+    for a timestamp known to be an int: one piece, from a table for an ordinary delta."""
+    if -_SAFE_TS <= timestamp_ms <= _SAFE_TS:
+        delta = timestamp_ms - base_ts if count else 0
+        if 0 <= delta < _ATTRS_DELTA_LIMIT:
+            return ATTRS_DELTA[delta]
+        return ATTRS + (ZZ[delta + 1] if 0 <= delta < TABLE_LIMIT else zigzag(delta))
+    return ATTRS + timestamp_delta(timestamp_ms, base_ts, count)
+
+
+def _encode_stamped(
+    buf: bytearray,
+    count: int,
+    head: bytes,
+    key: object,
+    value: object,
+    headers: Sequence[Header],
+) -> int:
+    # encode_record() once the attributes and timestamp delta are encoded (``head``, from
+    # stamp()). Sizes of table varints are looked up (ZZ_LEN) rather than measured: this
+    # runs once per record.
     zz = ZZ
     zl = ZZ_LEN
-    if isinstance(timestamp_ms, int) and -_SAFE_TS <= timestamp_ms <= _SAFE_TS:
-        delta = timestamp_ms - base_ts if count else 0
-        if 0 <= delta < TABLE_LIMIT:
-            ts_part = zz[delta + 1]
-            size = 1 + zl[delta + 1]  # the attributes byte and the timestamp delta
-        else:
-            ts_part = zigzag(delta)
-            size = 1 + len(ts_part)
-    else:
-        ts_part = timestamp_delta(timestamp_ms, base_ts, count)
-        size = 1 + len(ts_part)
+    size = len(head)
     if count < TABLE_LIMIT:
         offset_part = zz[count + 1]
         size += zl[count + 1]
@@ -246,22 +274,35 @@ def encode_record(
     else:
         length_part = zigzag(size)
         encoded = size + len(length_part)
-    # One join and one append: cheaper than appending the nine pieces one by one, in
-    # Python and compiled alike. (key_data/value_data are empty for a null key/value.)
-    buf += b"".join(
-        (
-            length_part,
-            ATTRS,
-            ts_part,
-            offset_part,
-            key_part,
-            key_data,
-            value_part,
-            value_data,
-            header_part,
+    # One join and one append: cheaper than appending the pieces one by one, in Python
+    # and compiled alike; each piece costs, so a null key adds none of its own (its -1
+    # length is key_part), nor does a null value's empty data matter enough to branch on.
+    if key is None:
+        buf += b"".join((length_part, head, offset_part, NULL, value_part, value_data, header_part))
+    else:
+        buf += b"".join(
+            (
+                length_part,
+                head,
+                offset_part,
+                key_part,
+                key_data,
+                value_part,
+                value_data,
+                header_part,
+            )
         )
-    )
     return encoded
+
+
+def _counted(builder: BatchState, count: int, ts: int) -> None:
+    # Record ``count`` of timestamp ``ts`` is in the batch: its count and timestamps.
+    if count == 0:
+        builder._base_ts = ts
+        builder._max_ts = ts
+    elif ts > builder._max_ts:
+        builder._max_ts = ts
+    builder.count = count + 1
 
 
 def append_record(
@@ -274,22 +315,32 @@ def append_record(
     """``RecordBatchBuilder.append``: encode a record at the end of ``builder``'s batch,
     update its count and timestamps, and return the record's encoded size.
 
-    The builder's method delegates here, and the (compiled) accumulator calls it directly:
-    one call per record instead of two. Invalid input raises like :func:`encode_record`
+    The builder's method delegates here. Invalid input raises like :func:`encode_record`
     and leaves the builder unchanged.
     """
-    count = builder._count
+    count = builder.count
     encoded = encode_record(
         builder._buf, count, builder._base_ts, timestamp_ms, key, value, headers
     )
     # encode_record accepted it: an int.
-    ts = cast(int, timestamp_ms)
-    if count == 0:
-        builder._base_ts = ts
-        builder._max_ts = ts
-    elif ts > builder._max_ts:
-        builder._max_ts = ts
-    builder._count = count + 1
+    _counted(builder, count, cast(int, timestamp_ms))
+    return encoded
+
+
+def append_stamped(
+    builder: BatchState,
+    timestamp_ms: int,
+    key: object,
+    value: object,
+    headers: Sequence[Header],
+) -> int:
+    """:func:`append_record` for a timestamp already known to be an int (the intake checked
+    it), as the (compiled) accumulator calls it: one call per record, and the timestamp
+    stays a machine integer. Same bytes, same errors."""
+    count = builder.count
+    head = stamp(timestamp_ms, builder._base_ts, count)
+    encoded = _encode_stamped(builder._buf, count, head, key, value, headers)
+    _counted(builder, count, timestamp_ms)
     return encoded
 
 

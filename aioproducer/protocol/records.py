@@ -98,7 +98,7 @@ class RecordBatchBuilder(BatchState):
     build is allowed and simply makes the next build larger.
     """
 
-    # _buf, _count, _base_ts and _max_ts are BatchState's (the compiled encoder's).
+    # _buf, count, _base_ts and _max_ts are BatchState's (the compiled encoder's).
     __slots__ = (
         "_codec",
         "_compressed",
@@ -124,7 +124,7 @@ class RecordBatchBuilder(BatchState):
         self._transactional = bool(transactional)
         self._buf = bytearray()
         self._released = False
-        self._count = 0
+        self.count = 0
         self._base_ts = 0
         self._max_ts = 0
         # (record count, compressed records) of the last build, reused by a rebuild.
@@ -150,7 +150,7 @@ class RecordBatchBuilder(BatchState):
     @property
     def record_count(self) -> int:
         """Number of records appended so far."""
-        return self._count
+        return self.count
 
     @property
     def size_in_bytes(self) -> int:
@@ -169,12 +169,12 @@ class RecordBatchBuilder(BatchState):
     @property
     def base_timestamp(self) -> int | None:
         """Timestamp of the first record, or ``None`` while the builder is empty."""
-        return self._base_ts if self._count else None
+        return self._base_ts if self.count else None
 
     @property
     def max_timestamp(self) -> int | None:
         """Largest record timestamp, or ``None`` while the builder is empty."""
-        return self._max_ts if self._count else None
+        return self._max_ts if self.count else None
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -225,7 +225,7 @@ class RecordBatchBuilder(BatchState):
             stop = len(values)
         if start >= stop:
             return 0, 0
-        count = self._count
+        count = self.count
         ts_part = self._run_timestamp_part(timestamp_ms)
         # Attributes and timestamp delta are the same for every record of the run: one
         # piece, and a constant share of every record's length.
@@ -235,7 +235,7 @@ class RecordBatchBuilder(BatchState):
         pieces, count, size, error = _encode_records(
             prefix, count, size, max_bytes, keys, values, headers, start, stop
         )
-        appended = count - self._count
+        appended = count - self.count
         if appended:
             added = size - RECORD_BATCH_OVERHEAD - len(self._buf)
             self._buf += b"".join(pieces)
@@ -273,7 +273,7 @@ class RecordBatchBuilder(BatchState):
             stop = len(values)
         if start >= stop:
             return 0, 0
-        count = self._count
+        count = self.count
         ts_part = self._run_timestamp_part(timestamp_ms)
         appended, encoded = encode_run(
             values,
@@ -297,7 +297,7 @@ class RecordBatchBuilder(BatchState):
         """The encoded timestamp delta every record of a run stamped ``timestamp_ms``
         shares (the run's first record is the base if the batch is empty), checked first
         so that a refused timestamp leaves the builder unchanged."""
-        if self._count:
+        if self.count:
             delta = timestamp_ms - self._base_ts
             ts_part = (
                 _ZZ[delta + 1]
@@ -316,12 +316,12 @@ class RecordBatchBuilder(BatchState):
     def _stamp_run(self, timestamp_ms: int, new_count: int) -> None:
         """Account for a run stamped ``timestamp_ms`` that brought the count to
         ``new_count``: the base and largest timestamps, and the count."""
-        if not self._count:
+        if not self.count:
             self._base_ts = timestamp_ms
             self._max_ts = timestamp_ms
         elif timestamp_ms > self._max_ts:
             self._max_ts = timestamp_ms
-        self._count = new_count
+        self.count = new_count
 
     def _timestamp_delta(self, timestamp_ms: int, delta: int) -> bytes:
         if not isinstance(timestamp_ms, int):
@@ -356,7 +356,7 @@ class RecordBatchBuilder(BatchState):
         """
         if self._released:
             raise ValueError("the builder was released; its records are gone")
-        count = self._count
+        count = self.count
         if not count:
             raise ValueError("cannot build a record batch without records")
         _check_producer_state(producer_id, producer_epoch, base_sequence, self._transactional)
@@ -389,7 +389,7 @@ class RecordBatchBuilder(BatchState):
 
     def records(self) -> list[Record]:
         """Decode the records appended so far (offsets are the offset deltas)."""
-        return parse_records(bytes(self._buf), self._count, 0, self._base_ts, None)
+        return parse_records(bytes(self._buf), self.count, 0, self._base_ts, None)
 
     def split(self, max_bytes: int) -> list[RecordBatchBuilder]:
         """Re-split the records into builders of at most ``max_bytes`` (uncompressed) each.
@@ -407,10 +407,10 @@ class RecordBatchBuilder(BatchState):
                 parts.append(current)
             length, max_ts = len(current._buf), current._max_ts
             current.append(record.timestamp_ms, record.key, record.value, record.headers)
-            if current.size_in_bytes > max_bytes and current._count > 1:
+            if current.size_in_bytes > max_bytes and current.count > 1:
                 # Offset and timestamp deltas depend on the batch a record lands in, so
                 # the exact size is only known after appending: undo and start afresh.
-                current._truncate(length, current._count - 1, max_ts)
+                current._truncate(length, current.count - 1, max_ts)
                 current = self._empty_like()
                 parts.append(current)
                 current.append(record.timestamp_ms, record.key, record.value, record.headers)
@@ -418,7 +418,7 @@ class RecordBatchBuilder(BatchState):
 
     def _truncate(self, length: int, count: int, max_ts: int) -> None:
         del self._buf[length:]
-        self._count = count
+        self.count = count
         self._max_ts = max_ts
         self._compressed = None
 
@@ -427,7 +427,7 @@ class RecordBatchBuilder(BatchState):
 
     def __repr__(self) -> str:
         return (
-            f"<RecordBatchBuilder codec={self._codec.name.lower()} records={self._count} "
+            f"<RecordBatchBuilder codec={self._codec.name.lower()} records={self.count} "
             f"size={self.size_in_bytes}>"
         )
 

@@ -393,7 +393,7 @@ def run_task(spec: Spec, body: Any) -> dict[str, Any]:
     Under the global OpenTelemetry instrumentation (``aioproducer.otel``, set up in the
     worker) the task is one span, not one per row.
     """
-    hook = Producer._instrumentation
+    hook = Producer.instrumentation
     if hook is None:
         return _run_task(spec, body)
     span = hook.start_task(spec.topic, spec.config.get("client_id"))

@@ -260,10 +260,10 @@ async def test_global_instrumentation_and_uninstrument(
         async with Producer(kafka.bootstrap_servers) as producer:
             await (await producer.send(topic, b"traced", key=b"a"))
             instrumentor.uninstrument()
-            assert Producer._instrumentation is None
-            assert producer._metrics.listener is None
+            assert Producer.instrumentation is None
+            assert producer.counters.listener is None
             await (await producer.send(topic, b"plain", key=b"b"))
-            assert "_instrumentation" not in vars(producer)
+            assert "instrumentation" not in vars(producer)
     finally:
         instrumentor.uninstrument()
     assert sorted(_by_key(spans.get_finished_spans())) == ["a"]
@@ -285,7 +285,7 @@ async def test_uninstrument_producer_returns_to_the_plain_path(
     async with Producer(kafka.bootstrap_servers) as producer:
         instrument_producer(producer, tracer_provider=tracer_provider)
         uninstrument_producer(producer)
-        assert producer._instrumentation is None
+        assert producer.instrumentation is None
         await (await producer.send(topic, b"v", key=b"k"))
     assert spans.get_finished_spans() == ()
 
@@ -452,14 +452,14 @@ def test_the_instrumentor_is_an_opentelemetry_instrumentor_found_by_its_entry_po
     assert AioproducerInstrumentor() is instrumentor  # one per process
     try:
         instrumentor.instrument(tracer_provider=tracer_provider)
-        hook = Producer._instrumentation
+        hook = Producer.instrumentation
         assert hook is not None
         instrumentor.instrument(tracer_provider=tracer_provider)  # again: nothing changes
-        assert Producer._instrumentation is hook
+        assert Producer.instrumentation is hook
         assert instrumentor.is_instrumented_by_opentelemetry
     finally:
         instrumentor.uninstrument()
-    assert Producer._instrumentation is None
+    assert Producer.instrumentation is None
     instrumentor.uninstrument()  # again: harmless
     assert not instrumentor.is_instrumented_by_opentelemetry
 
@@ -479,7 +479,7 @@ async def test_metrics_without_tracing(
     )
     try:
         # Nothing is called per record: the per-send hook stays unset.
-        assert Producer._instrumentation is None
+        assert Producer.instrumentation is None
         async with Producer(kafka.bootstrap_servers) as producer:
             for i in range(100):
                 await producer.send(topic, b"g%d" % i)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from aioproducer.accumulator import Accumulator, MemoryBudget
+from aioproducer.accumulator import Accumulator, MemoryBudget, new_handle
 from aioproducer.errors import BufferFullError, ProducerClosedError
 from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches, record_size_bound
@@ -36,7 +36,7 @@ def append(
     need = record_size_bound(len(key or b""), len(value), None)
     assert acc.budget.try_reserve(need)
     batch, index, wake = acc.append(tp[0], tp[1], 1000, key, value, None, need, now)
-    handle = DeliveryHandle(batch, index, 1000, len(key) if key else -1, len(value))
+    handle = new_handle(DeliveryHandle, batch, index, 1000, len(key) if key else -1, len(value))
     return handle, wake
 
 
