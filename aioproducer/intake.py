@@ -28,7 +28,7 @@ from .errors import (
     RecordTooLargeError,
     SerializationError,
 )
-from .partitioner import StickyPartitioner, partition_for_key
+from .partitioner import StickyPartitioner, moves_on, partition_for_key
 from .prepared import ColumnRun, PreparedColumns
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
@@ -399,9 +399,9 @@ class Intake:
             produced = state[1] + need
             state[1] = produced
             limit = acc.last_batch_limit
-            # on_append() moves on only past twice the limit, or past it once the batch is
-            # full: tested here first, so that most records make no call.
-            if produced >= limit and (acc.last_batch_full or produced >= 2 * limit):
+            # on_append()'s own rule, tested here first so that most records make no call
+            # (its limit is never below this one, so this never skips a move).
+            if moves_on(produced, acc.last_batch_full, limit):
                 self._sticky.on_append(
                     topic, part, 0, acc.last_batch_full, info.available, count, limit
                 )

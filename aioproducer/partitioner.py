@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StickyPartitioner",
     "key_partitions",
+    "moves_on",
     "murmur2",
     "partition_for_key",
     "partitions_for_keys",
@@ -285,6 +286,13 @@ def key_partitions(offsets: Any, data: Any, nulls: Any, num_partitions: int) -> 
     return parts
 
 
+def moves_on(produced: int, batch_full: bool, limit: int) -> bool:
+    """Package-internal: whether the sticky partitioner leaves a partition it has sent
+    ``produced`` bytes to, its open batch ``batch_full`` or not, ``limit`` the bytes that
+    fill a batch: past twice the limit, or past it once the batch is full."""
+    return produced >= 2 * limit or (produced >= limit and batch_full)
+
+
 class StickyPartitioner:
     """KIP-794 "strictly uniform sticky" choice for records without a key.
 
@@ -340,9 +348,7 @@ class StickyPartitioner:
         if state is None or state[0] != partition:
             return
         state[1] += size
-        produced = state[1]
-        limit = max(self.batch_size, batch_limit)
-        if produced >= 2 * limit or (produced >= limit and batch_full):
+        if moves_on(state[1], batch_full, max(self.batch_size, batch_limit)):
             state[0] = self._choose(topic, available, num_partitions, partition)
             state[1] = 0
 
