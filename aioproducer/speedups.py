@@ -101,14 +101,22 @@ def _compiled_file(module: str) -> Path | None:
     return None
 
 
+def _manifest_digests() -> dict[str, str] | None:
+    """The source digests the build wrote (module name to SHA-256), None if no build."""
+    try:
+        digests: dict[str, str] = json.loads(Path(__file__).with_name(MANIFEST).read_text()).get(
+            "sources", {}
+        )
+    except (OSError, ValueError):
+        return None
+    return digests
+
+
 def _check_compiled() -> str | None:
     """None if every hot module has an up-to-date compiled build, else why not."""
-    manifest_path = Path(__file__).with_name(MANIFEST)
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, ValueError):
+    digests = _manifest_digests()
+    if digests is None:
         return "no compiled build is installed"
-    digests = manifest.get("sources", {})
     for module in HOT_MODULES:
         if _compiled_file(module) is None:
             return f"{module} has no compiled build"
@@ -121,9 +129,8 @@ def _extension_why(module: str) -> str | None:
     """None if ``module`` (one of :data:`EXTENSIONS`) has an up-to-date build, else why."""
     if os.environ.get(ENV_VAR) == "1":
         return f"{ENV_VAR}=1"
-    try:
-        digests = json.loads(Path(__file__).with_name(MANIFEST).read_text()).get("sources", {})
-    except (OSError, ValueError):
+    digests = _manifest_digests()
+    if digests is None:
         return "no compiled build is installed"
     if _compiled_file(module) is None or module not in digests:
         return f"{module} has no compiled build (no Cython or no C compiler at install)"
