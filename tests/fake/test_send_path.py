@@ -7,7 +7,9 @@ never yields, and, compiled, an admitted record runs no Python frame.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,6 +29,22 @@ _PACKAGE = str(Path(aioproducer.__file__).parent)
 def _queued(producer: Producer) -> int:
     """Records still queued in the producer's batches (not yet drained)."""
     return sum(batch.record_count for dq in producer._acc.batches.values() for batch in dq)
+
+
+@contextlib.contextmanager
+def _package_calls() -> Iterator[list[str]]:
+    """The package's Python functions called inside the block, as ``file.py:name``."""
+    frames: list[str] = []
+
+    def profile(frame: FrameType, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(_PACKAGE):
+            frames.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        yield frames
+    finally:
+        sys.setprofile(None)
 
 
 async def _warm(producer: Producer) -> None:
@@ -104,18 +122,9 @@ async def test_an_admitted_record_runs_no_python_frame_when_compiled(fake: FakeC
     async with Producer(fake.bootstrap_servers, linger_ms=30_000) as producer:
         await _warm(producer)
         await producer.send("t", b"opens a batch")
-        frames: list[str] = []
-
-        def profile(frame: FrameType, event: str, _arg: Any) -> None:
-            if event == "call" and frame.f_code.co_filename.startswith(_PACKAGE):
-                frames.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
-
-        sys.setprofile(profile)
-        try:
+        with _package_calls() as frames:
             for _ in range(10):  # into the open batch: no batch starts, nothing to wake
                 await producer.send("t", b"x" * 100)
-        finally:
-            sys.setprofile(None)
         assert frames == []
         await producer.flush()
 
@@ -129,28 +138,15 @@ def test_sync_send_and_a_settled_future_run_their_own_frame_alone_when_compiled(
         pytest.skip(f"the hot path is not compiled here ({speedups.REASON})")
     with aioproducer.SyncProducer(fake.bootstrap_servers, linger_ms=5) as producer:
         producer.send("t", b"warm").result(30)
-        frames: list[str] = []
-
-        def profile(frame: FrameType, event: str, _arg: Any) -> None:
-            if event == "call" and frame.f_code.co_filename.startswith(_PACKAGE):
-                frames.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}")
-
-        sys.setprofile(profile)
-        try:
+        with _package_calls() as frames:
             futures = [producer.send("t", b"r%02d" % i) for i in range(10)]
-        finally:
-            sys.setprofile(None)
         # Besides, waking the loop once a chunk starts (not once per record).
         assert frames.count("sync.py:send") == 10
         wake = {"handoff.py:_wake", "runner.py:call_soon", "runner.py:loop"}
         assert set(frames) <= {"sync.py:send"} | wake
         producer.flush()
-        frames.clear()
-        sys.setprofile(profile)
-        try:
+        with _package_calls() as frames:
             errors = [(f.done(), f.exception()) for f in futures]
-        finally:
-            sys.setprofile(None)
         assert frames == ["sync.py:done", "sync.py:exception"] * 10  # their own alone
         assert errors == [(True, None)] * 10
         assert [f.result().offset for f in futures] == list(range(1, 11))
