@@ -25,11 +25,19 @@ from anyio.lowlevel import cancel_shielded_checkpoint
 from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
 from .cluster import Cluster
-from .errors import KafkaError, UnknownTopicOrPartitionError
+from .errors import KafkaError, ProducerClosedError, UnknownTopicOrPartitionError
 from .intake import Intake, PreparedRecord, partitioner_failed
 from .results import DeliveryHandle
 
-__all__ = ["TRACING", "HandoffCore", "Pending", "PromiseCore", "SendPath", "Tally"]
+__all__ = [
+    "TRACING",
+    "HandoffCore",
+    "Pending",
+    "PromiseCore",
+    "SendPath",
+    "SyncSendPath",
+    "Tally",
+]
 
 #: ``TRACING[0]`` is true once any producer may trace its sends (set by ``otel.py``, never
 #: reset): until then the common case skips looking up the producer's tracing hook.
@@ -147,7 +155,11 @@ class HandoffCore:
             return record
         need: int = record[6]
         pos = -1
-        with self.lock:
+        lock = self.lock
+        # acquire()/release() rather than ``with``: compiled, a with statement looks up
+        # and calls __enter__ and __exit__(None, None, None), about twice the cost.
+        lock.acquire()
+        try:
             if self.open:
                 pending = self.pending
                 if pending.nbytes + self.budget.used + need <= self.limit:
@@ -159,6 +171,8 @@ class HandoffCore:
                         self.wake_scheduled = True
                         self.wake()
                     pos = len(entries) - 1
+        finally:
+            lock.release()
         if pos < 0:
             return record  # closed (the general path raises) or no room (it waits)
         return self.promise(self, pending, pos)
@@ -214,6 +228,48 @@ class HandoffCore:
                 if first_error is None:
                     first_error = err
         return failed, first_error
+
+
+class SyncSendPath:
+    """Package-internal: one :class:`~aioproducer.SyncProducer`'s ``send``, as
+    :meth:`send` (bound, it is what ``producer.send`` finds).
+
+    Compiled, a record admitted at once runs no Python frame: the engine's hand-off
+    checks and admits it (:meth:`HandoffCore.send`). Everything else (no engine running
+    yet or any more, tracing, a record that must wait for metadata or buffer space) goes
+    to ``other(owner, ...)``, ``SyncProducer.send`` itself. The owner is held weakly, so
+    a dropped producer is still freed (and its abandonment noticed) at once.
+    """
+
+    def __init__(self, owner: Callable[[], Any], other: Callable[..., Any], running: int) -> None:
+        #: The owner's engine; set by the owner whenever it changes (None: none yet).
+        self.engine: Any = None
+        self._owner = owner
+        self._other = other
+        self._running = running
+
+    def send(
+        self,
+        topic: Any,
+        value: Any = None,
+        key: Any = None,
+        headers: Any = None,
+        partition: Any = None,
+        timestamp_ms: Any = None,
+    ) -> Any:
+        """``SyncProducer.send`` (see there)."""
+        engine = self.engine
+        if engine is None or engine.state != self._running or TRACING[0]:
+            owner = self._owner()
+            if owner is None:  # only this bound method was kept
+                raise ProducerClosedError("the producer was garbage-collected")
+            return self._other(owner, topic, value, key, headers, partition, timestamp_ms)
+        handoff: HandoffCore = engine.handoff
+        out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
+        if isinstance(out, PreparedRecord):
+            # Checked, but it must wait for its topic's metadata or for buffer space.
+            return engine.handoff.put(out)
+        return out
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

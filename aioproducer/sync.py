@@ -29,7 +29,7 @@ from .intake import Headers, PreparedRecord, aligned, check_topic, record_timest
 from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle, RecordMetadata
 from .runner import LoopRunner, default_runner
-from .sending import PromiseCore
+from .sending import PromiseCore, SyncSendPath
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -228,12 +228,17 @@ class SyncProducer:
         self._engine: Engine[DeliveryFuture] | None = None
         self._pid = os.getpid()
         self._closed = False
+        # ``send`` is its SyncSendPath's (compiled: an admitted record runs no Python
+        # frame); it falls back to the method below whenever that common case ends.
+        self._send_path = SyncSendPath(weakref.ref(self), SyncProducer.send, RUNNING)
+        self.send = self._send_path.send  # type: ignore[method-assign]
         _PRODUCERS.add(self)
 
     def _after_fork_in_child(self) -> None:
         # The engine belongs to the parent's loop thread, which does not exist here.
         self._lock = threading.Lock()
         self._engine = None
+        self._send_path.engine = None
 
     # -- pickling -------------------------------------------------------------------------
 
@@ -275,6 +280,7 @@ class SyncProducer:
                 except BaseException:
                     self._engine = None
                     raise
+                self._send_path.engine = engine
                 weakref.finalize(self, _abandon, engine)
             engine = self._engine
             engine.check_running()
