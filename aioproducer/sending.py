@@ -16,6 +16,7 @@ batches even if the caller never yields.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -31,6 +32,7 @@ from .results import DeliveryHandle
 
 __all__ = [
     "TRACING",
+    "FutureCallback",
     "HandoffCore",
     "Pending",
     "PromiseCore",
@@ -38,6 +40,9 @@ __all__ = [
     "SyncSendPath",
     "Tally",
 ]
+
+# Callbacks of DeliveryFuture log on SyncProducer's logger.
+_sync_log = logging.getLogger("aioproducer.sync")
 
 #: ``TRACING[0]`` is true once any producer may trace its sends (set by ``otel.py``, never
 #: reset): until then the common case skips looking up the producer's tracing hook.
@@ -114,7 +119,7 @@ class Pending:
         #: that kept it out of the accumulator; None for a bulk send's entries.
         self.outcomes: list[DeliveryHandle | BaseException | None] = []
         #: (position, callback) added before the loop took the entry at that position.
-        self.callbacks: list[tuple[int, Callable[[], None]]] = []
+        self.callbacks: list[tuple[int, FutureCallback]] = []
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -228,6 +233,25 @@ class HandoffCore:
                 if first_error is None:
                     first_error = err
         return failed, first_error
+
+
+class FutureCallback:
+    """Package-internal: ``fn(future)`` for a callback added to a
+    :class:`~aioproducer.sync.DeliveryFuture`, as one object (it is called with the
+    record's batch once that completes, or with nothing if the record already is done).
+    A callback that raises is logged, not propagated."""
+
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[Any], Any], future: Any) -> None:
+        self.fn = fn
+        self.future = future
+
+    def __call__(self, _batch: Any = None) -> None:
+        try:
+            self.fn(self.future)
+        except Exception:
+            _sync_log.exception("a DeliveryFuture callback raised")
 
 
 class SyncSendPath:
