@@ -45,6 +45,11 @@ class ProducerConfig:
     client_id: str = "aioproducer"
     acks: Acks = "all"
     enable_idempotence: bool = True
+    #: How long a batch that is not full waits for more records, from its first record.
+    #: It leaves once that time has passed, or up to 1 ms (the event loop's timer
+    #: granularity; at most half of ``linger_ms``) before: loops wake timers on whole
+    #: milliseconds, so waiting for the exact end would make it leave up to 1 ms late
+    #: instead. A full batch, :meth:`~aioproducer.Producer.flush` and closing send at once.
     linger_ms: float = 5.0
     batch_size: int = 16384
     buffer_memory: int = 32 * 1024 * 1024

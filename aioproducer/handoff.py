@@ -34,7 +34,7 @@ from .intake import ColumnRun, Intake, PreparedRecord
 from .producer import Producer
 from .results import BulkDelivery, DeliveryHandle
 from .runner import LoopRunner
-from .sending import HandoffCore, Pending, Tally
+from .sending import FutureCallback, HandoffCore, Pending, Tally
 
 __all__ = [
     "CLOSED",
@@ -224,8 +224,8 @@ class Handoff(HandoffCore, Generic[P]):
         outcomes = pending.outcomes
         return outcomes[pos] if pos < len(outcomes) else None
 
-    def when_done(self, pending: Pending, pos: int, callback: Callable[[], None]) -> bool:
-        """Call ``callback()`` on the loop once record ``pos`` of ``pending`` is done;
+    def when_done(self, pending: Pending, pos: int, callback: FutureCallback) -> bool:
+        """Call ``callback`` on the loop once record ``pos`` of ``pending`` is done;
         ``False`` if it already is (the caller runs it)."""
         with self.cond:
             out = self.outcome(pending, pos)
@@ -410,7 +410,7 @@ class Handoff(HandoffCore, Generic[P]):
                 self.cond.notify_all()
 
     def _settle_early(self, pending: Pending) -> None:
-        now: list[Callable[[], None]] = []
+        now: list[FutureCallback] = []
         with self.cond:
             keep = []
             for pos, callback in pending.callbacks:
@@ -553,5 +553,6 @@ class Engine(Generic[P]):
         return await self.producer.partitions_for(topic)
 
 
-def _on_done(handle: DeliveryHandle, callback: Callable[[], None]) -> None:
-    handle.add_done_callback(lambda _handle: callback())
+def _on_done(handle: DeliveryHandle, callback: FutureCallback) -> None:
+    # On the batch itself, which calls it with the batch: no closure per record.
+    handle.position()[0].add_done_callback(callback)

@@ -73,6 +73,14 @@ __all__ = ["Sender"]
 
 log = logging.getLogger("aioproducer.sender")
 
+# How far ahead the sender looks for batches whose linger ends. Event loops wake timers on
+# whole milliseconds (epoll's timeout is in milliseconds, rounded up, on asyncio, uvloop
+# and trio alike), so a sleep until a batch's linger ends overshoots by up to 1 ms and the
+# batch leaves late by that much on top of the wake-up itself. Taking a batch whose linger
+# ends within this much of now, and sleeping until that much before the next one's, moves
+# the error to the other side: a batch leaves at most this much before its linger ends,
+# about on time on average. Never more than half the linger (see _lookahead).
+_TIMER_GRANULARITY = 0.001
 # The epoch is an int16: past this, only a fresh producer id can fence.
 _MAX_EPOCH = 32767
 # Errors after which the leader may have moved: refresh metadata before retrying.
@@ -135,6 +143,14 @@ class Sender:
             collections.deque()
         )
         self._wakeup = anyio.Event()
+        # True while run() sleeps with nothing to do: a response that arrives then is
+        # settled at once, in the reader's pass (see _on_response).
+        self._idle = False
+        # What settling a response in the reader's pass raised, for the loop to raise.
+        self._inline_error: BaseException | None = None
+        #: How early a lingering batch may leave (seconds): the loop's timer granularity,
+        #: at most half the linger, so a short linger still batches.
+        self.lookahead = _lookahead(accumulator.linger)
         self._drain_index: dict[int, int] = {}
         self._throttled_until: dict[int, float] = {}
         self._in_flight_calls = 0
@@ -249,8 +265,15 @@ class Sender:
             if self._inbox:
                 continue
             if delay > 0:
-                with anyio.move_on_after(delay if delay != math.inf else 3600):
-                    await self._wakeup.wait()
+                self._idle = True
+                try:
+                    with anyio.move_on_after(delay if delay != math.inf else 3600):
+                        await self._wakeup.wait()
+                finally:
+                    self._idle = False
+                if self._inline_error is not None:
+                    error, self._inline_error = self._inline_error, None
+                    raise error
             else:
                 await anyio.lowlevel.checkpoint()
 
@@ -336,7 +359,8 @@ class Sender:
         clock = self._drain_clock
         if clock is not None:
             self._held_back.clear()
-        ready, delay = self.acc.ready(now, self._sendable)
+        # Looking ahead by the timer granularity: see _TIMER_GRANULARITY.
+        ready, delay = self.acc.ready(now + self.lookahead, self._sendable)
         if clock is not None and self._held_back:
             for tp in self._held_back:
                 node = self.cluster.leader(tp[0], tp[1])
@@ -465,6 +489,15 @@ class Sender:
             return
         call.answered = True
         self._inbox.append((call, response, error))
+        if self._idle and self._inline_error is None:
+            # The loop sleeps between passes, so no batch or sequence state is being
+            # changed: settle the response now, as the loop would first thing on waking,
+            # instead of one loop pass later (the ack reaches its awaiting task sooner).
+            # The loop still wakes, to send what the freed request slot allows.
+            try:
+                self._process_inbox(time.monotonic())
+            except BaseException as exc:  # raised by the loop, as if it had run it
+                self._inline_error = exc
         self._wakeup.set()
 
     def _process_inbox(self, now: float) -> None:
@@ -647,6 +680,12 @@ class Sender:
     def stop(self) -> None:
         """Release anything waiting inside the sender (it is about to be cancelled)."""
         self._stopped.set()
+
+
+def _lookahead(linger: float) -> float:
+    """How far ahead of now the sender takes lingering batches (seconds): the loop's
+    timer granularity, at most half of ``linger``."""
+    return min(_TIMER_GRANULARITY, linger / 2)
 
 
 class MissingPartitionError(KafkaError):

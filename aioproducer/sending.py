@@ -16,6 +16,7 @@ batches even if the caller never yields.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -25,11 +26,23 @@ from anyio.lowlevel import cancel_shielded_checkpoint
 from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
 from .cluster import Cluster
-from .errors import KafkaError, UnknownTopicOrPartitionError
+from .errors import KafkaError, ProducerClosedError, UnknownTopicOrPartitionError
 from .intake import Intake, PreparedRecord, partitioner_failed
 from .results import DeliveryHandle
 
-__all__ = ["TRACING", "HandoffCore", "Pending", "PromiseCore", "SendPath", "Tally"]
+__all__ = [
+    "TRACING",
+    "FutureCallback",
+    "HandoffCore",
+    "Pending",
+    "PromiseCore",
+    "SendPath",
+    "SyncSendPath",
+    "Tally",
+]
+
+# Callbacks of DeliveryFuture log on SyncProducer's logger.
+_sync_log = logging.getLogger("aioproducer.sync")
 
 #: ``TRACING[0]`` is true once any producer may trace its sends (set by ``otel.py``, never
 #: reset): until then the common case skips looking up the producer's tracing hook.
@@ -106,7 +119,7 @@ class Pending:
         #: that kept it out of the accumulator; None for a bulk send's entries.
         self.outcomes: list[DeliveryHandle | BaseException | None] = []
         #: (position, callback) added before the loop took the entry at that position.
-        self.callbacks: list[tuple[int, Callable[[], None]]] = []
+        self.callbacks: list[tuple[int, FutureCallback]] = []
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -147,7 +160,11 @@ class HandoffCore:
             return record
         need: int = record[6]
         pos = -1
-        with self.lock:
+        lock = self.lock
+        # acquire()/release() rather than ``with``: compiled, a with statement looks up
+        # and calls __enter__ and __exit__(None, None, None), about twice the cost.
+        lock.acquire()
+        try:
             if self.open:
                 pending = self.pending
                 if pending.nbytes + self.budget.used + need <= self.limit:
@@ -159,6 +176,8 @@ class HandoffCore:
                         self.wake_scheduled = True
                         self.wake()
                     pos = len(entries) - 1
+        finally:
+            lock.release()
         if pos < 0:
             return record  # closed (the general path raises) or no room (it waits)
         return self.promise(self, pending, pos)
@@ -214,6 +233,67 @@ class HandoffCore:
                 if first_error is None:
                     first_error = err
         return failed, first_error
+
+
+class FutureCallback:
+    """Package-internal: ``fn(future)`` for a callback added to a
+    :class:`~aioproducer.sync.DeliveryFuture`, as one object (it is called with the
+    record's batch once that completes, or with nothing if the record already is done).
+    A callback that raises is logged, not propagated."""
+
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[Any], Any], future: Any) -> None:
+        self.fn = fn
+        self.future = future
+
+    def __call__(self, _batch: Any = None) -> None:
+        try:
+            self.fn(self.future)
+        except Exception:
+            _sync_log.exception("a DeliveryFuture callback raised")
+
+
+class SyncSendPath:
+    """Package-internal: one :class:`~aioproducer.SyncProducer`'s ``send``, as
+    :meth:`send` (bound, it is what ``producer.send`` finds).
+
+    Compiled, a record admitted at once runs no Python frame: the engine's hand-off
+    checks and admits it (:meth:`HandoffCore.send`). Everything else (no engine running
+    yet or any more, tracing, a record that must wait for metadata or buffer space) goes
+    to ``other(owner, ...)``, ``SyncProducer.send`` itself. The owner is held weakly, so
+    a dropped producer is still freed (and its abandonment noticed) at once.
+    """
+
+    def __init__(self, owner: Callable[[], Any], other: Callable[..., Any], running: int) -> None:
+        #: The owner's engine; set by the owner whenever it changes (None: none yet).
+        self.engine: Any = None
+        self._owner = owner
+        self._other = other
+        self._running = running
+
+    def send(
+        self,
+        topic: Any,
+        value: Any = None,
+        key: Any = None,
+        headers: Any = None,
+        partition: Any = None,
+        timestamp_ms: Any = None,
+    ) -> Any:
+        """``SyncProducer.send`` (see there)."""
+        engine = self.engine
+        if engine is None or engine.state != self._running or TRACING[0]:
+            owner = self._owner()
+            if owner is None:  # only this bound method was kept
+                raise ProducerClosedError("the producer was garbage-collected")
+            return self._other(owner, topic, value, key, headers, partition, timestamp_ms)
+        handoff: HandoffCore = engine.handoff
+        out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
+        if isinstance(out, PreparedRecord):
+            # Checked, but it must wait for its topic's metadata or for buffer space.
+            return engine.handoff.put(out)
+        return out
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
