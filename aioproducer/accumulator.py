@@ -22,9 +22,9 @@ import anyio
 
 from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
-from .protocol.columnar import BinaryColumn
+from .protocol.columnar import BinaryColumn, encode_batches
 from .protocol.compression import Codec
-from .protocol.record_encoder import BatchState, append_stamped
+from .protocol.record_encoder import INT64_MAX, INT64_MIN, BatchState, append_stamped
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
@@ -59,6 +59,7 @@ class ProducerBatch:
         "base_offset",
         "builder",
         "built",
+        "bulk",
         "created",
         "deadline",
         "done",
@@ -117,6 +118,10 @@ class ProducerBatch:
         self._callbacks: list[Callable[[ProducerBatch], None]] | None = None
         # Set when MESSAGE_TOO_LARGE split this batch: (child, index of its first record).
         self._children: list[tuple[ProducerBatch, int]] | None = None
+        #: The bulk send (a :class:`~aioproducer.BulkDelivery`) told when this batch
+        #: completes, set by its ``track()``: one field instead of a callback per batch and
+        #: bulk (a batch shared by two bulk sends tells the second through a callback).
+        self.bulk: Any = None
 
     @property
     def record_count(self) -> int:
@@ -170,6 +175,11 @@ class ProducerBatch:
         if callbacks:
             for callback in callbacks:
                 callback(self)
+        # After the callbacks (the hand-off's failure count among them), so that a bulk
+        # send's waiters never see it done before its failures are counted.
+        bulk, self.bulk = self.bulk, None
+        if bulk is not None:
+            bulk.batch_done()
 
     def add_done_callback(self, callback: Callable[[ProducerBatch], None]) -> None:
         """Call ``callback(batch)`` on the loop when the batch completes (at once if done)."""
@@ -427,8 +437,19 @@ class Accumulator:
         pos = start
         added_total = 0
         columnar = isinstance(values, BinaryColumn)
+        # Columns whose timestamp needs no check fill new batches in one encoder call
+        # (_fresh_batches); the loop below then fills only the partition's open batch.
+        fresh = columnar and INT64_MIN <= timestamp_ms <= INT64_MAX
         try:
             while pos < stop:
+                if fresh and (batch is None or batch.full):
+                    count, added, batch = self._fresh_batches(
+                        tp, timestamp_ms, keys, values, headers, pos, stop, now, spans
+                    )
+                    pos += count
+                    added_total += added
+                    wake = True
+                    break
                 if batch is None or batch.full:
                     batch = self._new_batch(topic, partition, now)
                     if dq is None:
@@ -486,6 +507,57 @@ class Accumulator:
             # records alike, so the budget stays exact whichever way this ends.
             budget.release(reserved - added_total)
         return pos - start, added_total, wake
+
+    def _fresh_batches(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        keys: Any,
+        values: Any,
+        headers: Any,
+        start: int,
+        stop: int,
+        now: float,
+        spans: list[tuple[ProducerBatch, int, int]],
+    ) -> tuple[int, int, ProducerBatch]:
+        """:meth:`append_run`'s columns ``start:stop`` into new batches of ``tp``, all
+        encoded by one call (``encode_batches``) and then given their batches in a tight
+        loop; returns ``(records, bytes added, the last batch)``. Every batch but the last
+        is full; the budget is charged their headers at once."""
+        topic = tp[0]
+        limit = self.fill_limit(topic)
+        # Every record of the run has the same timestamp, so in a batch it starts it is
+        # the base and each record's delta is 0 (encoded b"\x00").
+        pieces = encode_batches(
+            values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+        )
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = collections.deque()
+        self.budget.charge(RECORD_BATCH_OVERHEAD * len(pieces))
+        added_total = 0
+        records = 0
+        batch: ProducerBatch | None = None
+        for count, encoded in pieces:
+            batch = self._new_batch(topic, tp[1], now)
+            dq.append(batch)
+            state: BatchState = batch.builder
+            # What RecordBatchBuilder.append_columns does to an empty builder, without
+            # its per-call checks (the timestamp was checked by the caller).
+            state._buf = encoded
+            state.count = count
+            state._base_ts = timestamp_ms
+            state._max_ts = timestamp_ms
+            added = len(encoded)
+            batch.reserved = RECORD_BATCH_OVERHEAD + added
+            batch.full = True
+            added_total += added
+            records += count
+            spans.append((batch, 0, count))
+        assert batch is not None
+        # The last batch takes more records (the next run's) unless it is full.
+        batch.full = batch.reserved >= limit
+        return records, added_total, batch
 
     def fill_limit(self, topic: str) -> int:
         """The uncompressed bytes at which a new batch of ``topic`` is full.

@@ -52,6 +52,7 @@ __all__ = [
     "CODEC",
     "CODEC_REASON",
     "BinaryColumn",
+    "encode_batches",
     "encode_header_sections",
     "encode_run",
     "encode_run_numpy",
@@ -137,6 +138,43 @@ def encode_run(
         max_bytes,
     )
     return encoded
+
+
+def encode_batches(
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    start: int,
+    stop: int,
+    ts_part: bytes,
+    empty_size: int,
+    max_bytes: int,
+) -> list[tuple[int, Any]]:
+    """Records ``start:stop`` encoded into new batches, each filled up to ``max_bytes``
+    from ``empty_size`` bytes (its header): ``(records, their bytes)`` per batch (a
+    ``bytearray``, which the batch keeps as it is), what
+    :func:`encode_run` called once per new batch would give, in one call (the compiled
+    encoder acquires the columns' buffers once for the whole run)."""
+    codec = CODEC
+    if codec is None:
+        out: list[tuple[int, Any]] = []
+        while start < stop:
+            request = (keys, headers, start, stop, 0, ts_part, empty_size, max_bytes)
+            count, encoded = encode_run_numpy(values, request)
+            out.append((count, bytearray(encoded)))
+            start += count
+        return out
+    batches: list[tuple[int, Any]] = codec.encode_batches(
+        (values.offsets, values.data, values.valid),
+        None if keys is None else (keys.offsets, keys.data, keys.valid),
+        None if headers is None else (headers.offsets, headers.data, None),
+        start,
+        stop,
+        ts_part,
+        empty_size,
+        max_bytes,
+    )
+    return batches
 
 
 def encode_run_numpy(values: BinaryColumn, request: Request) -> tuple[int, Any]:

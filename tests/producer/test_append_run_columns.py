@@ -1,0 +1,195 @@
+"""Accumulator.append_run of columns: the partition's open batch first, then every new batch
+of the run encoded in one call (columnar.encode_batches), checked against append() one
+record at a time, on both column encoders; and a bulk send's completion, told once by
+each of its batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+np = pytest.importorskip("numpy")
+
+from test_accumulator import make_acc  # noqa: E402
+
+from aioproducer.errors import KafkaError  # noqa: E402
+from aioproducer.protocol import columnar  # noqa: E402
+from aioproducer.protocol.columnar import BinaryColumn  # noqa: E402
+from aioproducer.protocol.records import (  # noqa: E402
+    RECORD_BATCH_OVERHEAD,
+    RecordBatchBuilder,
+    decode_batches,
+    record_size_bound,
+)
+from aioproducer.results import BulkDelivery  # noqa: E402
+
+CODEC = columnar.CODEC
+TS = 1_700_000_000_000
+
+payloads = st.one_of(
+    st.none(), st.binary(max_size=30), st.builds(lambda n: b"v" * n, st.sampled_from([63, 64, 700]))
+)
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "compiled" and CODEC is None:
+        pytest.skip(f"the compiled column encoder is not active ({columnar.CODEC_REASON})")
+    old = columnar.CODEC
+    columnar.CODEC = CODEC if request.param == "compiled" else None
+    yield request.param
+    columnar.CODEC = old
+
+
+def reference(
+    before: int, rows: list[tuple[bytes | None, bytes | None]], headers: Any, limit: int
+) -> list[bytes]:
+    """The batches append() makes of ``before`` one-byte records then ``rows``."""
+    out = [RecordBatchBuilder()]
+    records = [(None, b"x", ())] * before + [
+        (k, v, (headers[i] if headers is not None else ())) for i, (k, v) in enumerate(rows)
+    ]
+    for key, value, hdrs in records:
+        current = out[-1]
+        size, count = len(current._buf), current.record_count
+        current.append(TS, key, value, hdrs)
+        if current.size_in_bytes > limit and count:
+            current._truncate(size, count, TS)
+            current = RecordBatchBuilder()
+            out.append(current)
+            current.append(TS, key, value, hdrs)
+    return [b.build() for b in out if b.record_count]
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    rows=st.lists(st.tuples(payloads, payloads), min_size=1, max_size=60),
+    with_keys=st.booleans(),
+    with_headers=st.booleans(),
+    limit=st.integers(min_value=RECORD_BATCH_OVERHEAD + 800, max_value=6_000),
+    before=st.sampled_from([0, 1, 5]),
+    run=st.integers(min_value=1, max_value=70),
+)
+def test_runs_of_columns_make_the_batches_append_makes_with_exact_memory(
+    implementation: str,
+    rows: list[tuple[bytes | None, bytes | None]],
+    with_keys: bool,
+    with_headers: bool,
+    limit: int,
+    before: int,
+    run: int,
+) -> None:
+    if not with_keys:
+        rows = [(None, v) for _k, v in rows]
+    headers = None
+    if with_headers:
+        headers = [[("h", bytes([i % 256]))] if i % 3 else [] for i in range(len(rows))]
+    acc = make_acc(batch_size=limit)
+    budget = acc.budget
+    for _ in range(before):
+        need = record_size_bound(None, 1, None)
+        assert budget.try_reserve(need)
+        acc.append("t", 0, TS, None, b"x", None, need, 0.0)
+    values = BinaryColumn.from_sequence([v for _k, v in rows])
+    keys = BinaryColumn.from_sequence([k for k, _v in rows]) if with_keys else None
+    header_col = BinaryColumn.from_headers(headers) if headers is not None else None
+    spans: list[Any] = []
+    for pos in range(0, len(rows), run):
+        end = min(len(rows), pos + run)
+        need = sum(
+            record_size_bound(
+                len(k) if k is not None else None,
+                len(v) if v is not None else None,
+                headers[i] if headers is not None else None,
+            )
+            for i, (k, v) in enumerate(rows[pos:end], pos)
+        )
+        assert budget.try_reserve(need)
+        appended, _added, _wake = acc.append_run(
+            "t", 0, TS, keys, values, header_col, pos, end, need, 0.0, spans
+        )
+        assert appended == end - pos
+    batches = list(acc.batches[("t", 0)])
+    assert [b.builder.build() for b in batches] == reference(before, rows, headers, limit)
+    # Every row has its span, in order, and no batch but the last takes more records.
+    assert sum(count for _b, _first, count in spans) == len(rows)
+    assert all(b.full for b in batches[:-1])
+    for batch, first, count in spans:
+        assert first >= 0 and first + count <= batch.record_count
+    # Memory: exactly the batches' bytes stay reserved (each estimate trimmed to size).
+    assert budget.used == sum(b.reserved + b.unsettled for b in batches)
+    assert all(b.reserved == b.builder.size_in_bytes for b in batches)
+    # And the records read back in order.
+    got = [r for b in batches for r in decode_batches(b.builder.build())[0].records][before:]
+    assert [(r.key, r.value) for r in got] == rows
+
+
+def test_a_timestamp_outside_int64_is_refused_before_anything_is_appended() -> None:
+    acc = make_acc()
+    values = BinaryColumn.from_sequence([b"a", b"b"])
+    need = 2 * record_size_bound(None, 1, None)
+    assert acc.budget.try_reserve(need)
+    spans: list[Any] = []
+    with pytest.raises(ValueError, match="int64"):
+        acc.append_run("t", 0, 1 << 63, None, values, None, 0, 2, need, 0.0, spans)
+    assert spans == [] and acc.budget.used == 0 and not acc.batches
+
+
+def _batches_of(acc: Any) -> list[Any]:
+    return list(acc.batches[("t", 0)])
+
+
+def test_a_bulk_completes_once_its_last_batch_has_even_when_batches_are_shared() -> None:
+    acc = make_acc(batch_size=RECORD_BATCH_OVERHEAD + 100)
+    values = BinaryColumn.from_sequence([b"v" * 20] * 5)
+    need = 5 * record_size_bound(None, 20, None)
+    first, second = BulkDelivery("t", TS), BulkDelivery("t", TS)
+    for bulk in (first, second):
+        spans: list[Any] = []
+        assert acc.budget.try_reserve(need)
+        acc.append_run("t", 0, TS, None, values, None, 0, 5, need, 0.0, spans)
+        bulk.add_spans(spans)
+        bulk.track(None)
+    batches = _batches_of(acc)
+    # Three records of 27 bytes a batch: 3 + 2, then the shared one takes 1 more, 3 + 1.
+    assert [b.record_count for b in batches] == [3, 3, 3, 1]
+    shared = batches[1]
+    assert shared.bulk is first  # the first bulk is told through the field
+    done: list[str] = []
+    first.add_done_callback(lambda _b: done.append("first"))
+    second.add_done_callback(lambda _b: done.append("second"))
+    failure = KafkaError("refused")
+    acc.complete_batch(batches[0], 0, -1)
+    acc.fail_batch(shared, failure)
+    assert done == ["first"] and shared.bulk is None
+    assert (first.delivered, first.failed, first.first_error) == (3, 2, failure)
+    acc.complete_batch(batches[2], 10, -1)
+    assert not second.done()
+    acc.complete_batch(batches[3], 20, -1)
+    assert done == ["first", "second"]
+    assert (second.delivered, second.failed) == (4, 1)
+    assert second.metadata(1).offset == 10 and second.metadata(4).offset == 20
+    with pytest.raises(KafkaError):
+        second.metadata(0)  # the shared batch's record of the second bulk failed
+
+
+def test_a_bulk_whose_batches_are_done_before_tracking_is_done_at_once() -> None:
+    acc = make_acc()
+    values = BinaryColumn.from_sequence([b"a"])
+    need = record_size_bound(None, 1, None)
+    assert acc.budget.try_reserve(need)
+    spans: list[Any] = []
+    acc.append_run("t", 0, TS, None, values, None, 0, 1, need, 0.0, spans)
+    bulk = BulkDelivery("t", TS)
+    bulk.add_spans(spans)
+    acc.complete_batch(spans[0][0], 7, -1)
+    bulk.track(None)
+    assert bulk.done() and bulk.metadata(0).offset == 7
