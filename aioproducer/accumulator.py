@@ -415,9 +415,14 @@ class Accumulator:
         reserved: int,
         now: float,
         spans: list[tuple[ProducerBatch, int, int]],
+        pieces: list[tuple[int, Any, Any]] | None = None,
     ) -> tuple[int, int, bool]:
         """Append ``values[start:stop]`` to ``partition``'s batches, whose ``reserved``
         bytes (an upper bound of their size) are already reserved.
+
+        ``pieces``: the run already encoded into new batches (see
+        :meth:`~aioproducer.intake.Intake.encode_ahead`): they become batches of their own
+        after the partition's open batch, which takes no more records.
 
         ``keys``/``values``/``headers`` are sequences (encoded by
         ``RecordBatchBuilder.append_many``) or, for a bulk send of columns,
@@ -441,6 +446,13 @@ class Accumulator:
         # (_fresh_batches); the loop below then fills only the partition's open batch.
         fresh = columnar and INT64_MIN <= timestamp_ms <= INT64_MAX
         try:
+            if pieces is not None and fresh:
+                if batch is not None and not batch.full:
+                    batch.full = True
+                    self._settle(batch)
+                added_total, last = self._adopt(tp, timestamp_ms, pieces, now, spans)
+                last.full = last.reserved >= last.limit
+                return stop - start, added_total, True
             while pos < stop:
                 if fresh and (batch is None or batch.full):
                     count, added, batch = self._fresh_batches(
@@ -524,40 +536,60 @@ class Accumulator:
         encoded by one call (``encode_batches``) and then given their batches in a tight
         loop; returns ``(records, bytes added, the last batch)``. Every batch but the last
         is full; the budget is charged their headers at once."""
-        topic = tp[0]
-        limit = self.fill_limit(topic)
+        limit = self.fill_limit(tp[0])
         # Every record of the run has the same timestamp, so in a batch it starts it is
         # the base and each record's delta is 0 (encoded b"\x00").
         pieces = encode_batches(
             values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
         )
+        added_total, batch = self._adopt(
+            tp, timestamp_ms, [(count, encoded, None) for count, encoded in pieces], now, spans
+        )
+        # The last batch takes more records (the next run's) unless it is full.
+        batch.full = batch.reserved >= limit
+        return stop - start, added_total, batch
+
+    def _adopt(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        pieces: list[tuple[int, Any, Any]],
+        now: float,
+        spans: list[tuple[ProducerBatch, int, int]],
+    ) -> tuple[int, ProducerBatch]:
+        """New full batches of ``tp`` for encoded ``pieces`` (records, their bytes as a
+        ``bytearray``, the bytes compressed with this accumulator's codec or None), in a
+        tight loop; returns (bytes added, the last batch). The budget is charged the
+        headers at once."""
+        topic = tp[0]
         dq = self.batches.get(tp)
         if dq is None:
             dq = self.batches[tp] = collections.deque()
         self.budget.charge(RECORD_BATCH_OVERHEAD * len(pieces))
         added_total = 0
-        records = 0
         batch: ProducerBatch | None = None
-        for count, encoded in pieces:
+        for count, encoded, compressed in pieces:
             batch = self._new_batch(topic, tp[1], now)
             dq.append(batch)
-            state: BatchState = batch.builder
+            builder = batch.builder
+            state: BatchState = builder
             # What RecordBatchBuilder.append_columns does to an empty builder, without
             # its per-call checks (the timestamp was checked by the caller).
             state._buf = encoded
             state.count = count
             state._base_ts = timestamp_ms
             state._max_ts = timestamp_ms
+            if compressed is not None:
+                # What build() keeps of a compression, so that it does not compress again
+                # (on the loop) while no record is added.
+                builder._compressed = (count, compressed)
             added = len(encoded)
             batch.reserved = RECORD_BATCH_OVERHEAD + added
             batch.full = True
             added_total += added
-            records += count
             spans.append((batch, 0, count))
         assert batch is not None
-        # The last batch takes more records (the next run's) unless it is full.
-        batch.full = batch.reserved >= limit
-        return records, added_total, batch
+        return added_total, batch
 
     def fill_limit(self, topic: str) -> int:
         """The uncompressed bytes at which a new batch of ``topic`` is full.

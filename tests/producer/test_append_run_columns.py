@@ -193,3 +193,39 @@ def test_a_bulk_whose_batches_are_done_before_tracking_is_done_at_once() -> None
     acc.complete_batch(spans[0][0], 7, -1)
     bulk.track(None)
     assert bulk.done() and bulk.metadata(0).offset == 7
+
+
+def test_pieces_encoded_ahead_close_the_open_batch_and_keep_their_compression() -> None:
+    from aioproducer.protocol.compression import Codec, compress
+
+    acc = make_acc(batch_size=RECORD_BATCH_OVERHEAD + 200, codec=Codec.LZ4)
+    need = record_size_bound(None, 1, None)
+    assert acc.budget.try_reserve(need)
+    acc.append("t", 0, TS, None, b"x", None, need, 0.0)
+    values = BinaryColumn.from_sequence([b"v" * 50] * 9)
+    pieces = columnar.encode_batches(
+        values, None, None, 0, 9, b"\x00", RECORD_BATCH_OVERHEAD, RECORD_BATCH_OVERHEAD + 200
+    )
+    packed = [(n, data, compress(Codec.LZ4, data)) for n, data in pieces]
+    size = 9 * record_size_bound(None, 50, None)
+    assert acc.budget.try_reserve(size)
+    spans: list[Any] = []
+    appended, added, wake = acc.append_run(
+        "t", 0, TS, None, values, None, 0, 9, size, 0.0, spans, packed
+    )
+    batches = _batches_of(acc)
+    assert (appended, wake) == (9, True) and added == sum(len(d) for _n, d, _c in packed)
+    # The open batch took none of them: its one record stays alone, ahead of the run.
+    assert [b.record_count for b in batches] == [1, 3, 3, 3]
+    assert batches[0].full and [s[0] for s in spans] == batches[1:]
+    assert acc.budget.used == sum(b.reserved + b.unsettled for b in batches)
+    for batch, (_n, _data, compressed) in zip(batches[1:], packed):
+        assert batch.builder._compressed[1] is compressed  # build() does not compress again
+        assert batch.builder.build() == _rebuilt(batch.builder)
+    got = [r.value for b in batches for r in decode_batches(b.builder.build())[0].records]
+    assert got == [b"x"] + [b"v" * 50] * 9
+
+
+def _rebuilt(builder: RecordBatchBuilder) -> bytes:
+    builder._compressed = None
+    return builder.build()
