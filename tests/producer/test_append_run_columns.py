@@ -219,7 +219,7 @@ def test_pieces_encoded_ahead_close_the_open_batch_and_keep_their_compression() 
     assert [b.record_count for b in batches] == [1, 3, 3, 3]
     assert batches[0].full and [s[0] for s in spans] == batches[1:]
     assert acc.budget.used == sum(b.reserved + b.unsettled for b in batches)
-    for batch, (_n, _data, compressed) in zip(batches[1:], packed):
+    for batch, (_n, _data, compressed) in zip(batches[1:], packed, strict=True):
         assert batch.builder._compressed[1] is compressed  # build() does not compress again
         assert batch.builder.build() == _rebuilt(batch.builder)
     got = [r.value for b in batches for r in decode_batches(b.builder.build())[0].records]

@@ -10,6 +10,7 @@ import pytest
 
 from aioproducer import RecordTooLargeError, SyncProducer
 from aioproducer.partitioner import partition_for_key
+from aioproducer.protocol import columnar
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
@@ -72,7 +73,7 @@ def test_sync_send_bulk_too_large_record_names_index(
 
 @pytest.mark.parametrize("compression", ["lz4", "zstd"])
 def test_compressed_keyed_columns_encoded_in_the_calling_thread_arrive_in_key_order(
-    kafka: KafkaCluster, new_topic: NewTopic, compression: str
+    kafka: KafkaCluster, new_topic: NewTopic, compression: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Keyed runs of a compressed bulk send of columns are encoded and compressed by the
     # sending thread (Intake.encode_ahead); single records sent between the bulk sends go
@@ -85,22 +86,30 @@ def test_compressed_keyed_columns_encoded_in_the_calling_thread_arrive_in_key_or
     with SyncProducer(
         kafka.bootstrap_servers, linger_ms=5, batch_size=4096, compression_type=compression
     ) as producer:
+        # The encoder's calls made by this (the sending) thread, not the loop's.
+        caller = threading.current_thread()
         encoded_ahead = 0
-        original = producer._get_engine().intake.encode_ahead
 
-        def counting(run: Any) -> None:
-            nonlocal encoded_ahead
-            original(run)
-            encoded_ahead += run.pieces is not None
+        def counting(function: Any) -> Any:
+            def call(*args: Any) -> Any:
+                nonlocal encoded_ahead
+                encoded_ahead += threading.current_thread() is caller
+                return function(*args)
 
-        producer._get_engine().intake.encode_ahead = counting  # type: ignore[method-assign]
+            return call
+
+        if columnar.CODEC is not None:
+            monkeypatch.setattr(columnar, "CODEC", _Codec(columnar.CODEC, counting))
+        else:
+            numpy_encoder = counting(columnar.encode_run_numpy)
+            monkeypatch.setattr(columnar, "encode_run_numpy", numpy_encoder)
         for r in range(rounds):
             keys = [f"k{i % 13}".encode() for i in range(rows)]
             values = [f"r{r}-{i}-".encode() * (1 + i % 7) for i in range(rows)]
             results.append(
                 producer.send_bulk(topic, pa.array(values, pa.binary()), keys=pa.array(keys))
             )
-            expected += zip(keys, values)
+            expected += zip(keys, values, strict=True)
             single = (b"k3", f"single-{r}".encode())
             producer.send(topic, single[1], key=single[0])
             expected.append(single)
@@ -115,3 +124,14 @@ def test_compressed_keyed_columns_encoded_in_the_calling_thread_arrive_in_key_or
         got[rec.partition].append((rec.key, rec.value))
     for p in range(4):
         assert got[p] == [kv for kv in expected if partition_for_key(kv[0], 4) == p]
+
+
+class _Codec:
+    """The compiled column encoder with its encode_batches wrapped."""
+
+    def __init__(self, codec: Any, wrap: Any) -> None:
+        self.codec = codec
+        self.encode_batches = wrap(codec.encode_batches)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.codec, name)
