@@ -22,9 +22,8 @@ import anyio
 
 from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
-from .protocol.columnar import BinaryColumn, encode_batches
 from .protocol.compression import Codec
-from .protocol.record_encoder import INT64_MAX, INT64_MIN, BatchState, append_stamped
+from .protocol.record_encoder import BatchState, append_stamped
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
@@ -320,7 +319,7 @@ class Accumulator:
         self.last_batch_full = False
         #: That batch's :attr:`ProducerBatch.limit` (set by :meth:`append` too).
         self.last_batch_limit = batch_size
-        #: Called with every batch :meth:`append` and :meth:`append_run` open; the intake
+        #: Called with every batch :meth:`append` and ``run_append.append_run`` open; the intake
         #: sets it to settle other threads' records a batch at a time.
         self.on_new_batch: Callable[[ProducerBatch], None] | None = None
         # The latest batch :meth:`append` opened, and its partition: records in a row for
@@ -350,7 +349,7 @@ class Accumulator:
         """
         # Per record, this is the hottest method: an open batch's ``reserved`` is its
         # builder's ``size_in_bytes`` (the header plus every record's exact size, see
-        # below and append_run), read here without a property call per record.
+        # below and run_append.py), read here without a property call per record.
         batch = self._open_batch
         if (
             batch is None
@@ -401,195 +400,6 @@ class Accumulator:
         self.last_batch_full = batch.full
         self.last_batch_limit = batch.limit
         return batch, index, wake
-
-    def append_run(
-        self,
-        topic: str,
-        partition: int,
-        timestamp_ms: int,
-        keys: Any,
-        values: Any,
-        headers: Any,
-        start: int,
-        stop: int,
-        reserved: int,
-        now: float,
-        spans: list[tuple[ProducerBatch, int, int]],
-        pieces: list[tuple[int, Any, Any]] | None = None,
-    ) -> tuple[int, int, bool]:
-        """Append ``values[start:stop]`` to ``partition``'s batches, whose ``reserved``
-        bytes (an upper bound of their size) are already reserved.
-
-        ``pieces``: the run already encoded into new batches (see
-        :meth:`~aioproducer.intake.Intake.encode_ahead`): they become batches of their own
-        after the partition's open batch, which takes no more records.
-
-        ``keys``/``values``/``headers`` are sequences (encoded by
-        ``RecordBatchBuilder.append_many``) or, for a bulk send of columns,
-        :class:`~aioproducer.protocol.columnar.BinaryColumn` s (``append_columns``).
-
-        Adds one ``(batch, index of the first record in it, record count)`` per batch
-        touched to ``spans``, and gives back what the reservation over-estimated in one
-        go. Returns ``(records appended, bytes they added, wake the sender)``. If a record is invalid, the
-        ones before it stay appended (their spans are in ``spans``), the reservation of the
-        rest is given back and its error is raised.
-        """
-        tp = (topic, partition)
-        dq = self.batches.get(tp)
-        batch = dq[-1] if dq else None
-        budget = self.budget
-        wake = False
-        pos = start
-        added_total = 0
-        columnar = isinstance(values, BinaryColumn)
-        # Columns whose timestamp needs no check fill new batches in one encoder call
-        # (_fresh_batches); the loop below then fills only the partition's open batch.
-        fresh = columnar and INT64_MIN <= timestamp_ms <= INT64_MAX
-        try:
-            if pieces is not None and fresh:
-                if batch is not None and not batch.full:
-                    batch.full = True
-                    self._settle(batch)
-                added_total, last = self._adopt(tp, timestamp_ms, pieces, now, spans)
-                last.full = last.reserved >= last.limit
-                return stop - start, added_total, True
-            while pos < stop:
-                if fresh and (batch is None or batch.full):
-                    count, added, batch = self._fresh_batches(
-                        tp, timestamp_ms, keys, values, headers, pos, stop, now, spans
-                    )
-                    pos += count
-                    added_total += added
-                    wake = True
-                    break
-                if batch is None or batch.full:
-                    batch = self._new_batch(topic, partition, now)
-                    if dq is None:
-                        dq = self.batches[tp] = collections.deque()
-                    dq.append(batch)
-                    wake = True
-                    # The header is charged to the batch, outside the records' estimates.
-                    budget.charge(RECORD_BATCH_OVERHEAD)
-                    batch.reserved += RECORD_BATCH_OVERHEAD
-                builder = batch.builder
-                first = builder.record_count
-                before = builder.size_in_bytes
-                try:
-                    if columnar:
-                        count, added = builder.append_columns(
-                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
-                        )
-                    else:
-                        count, added = builder.append_many(
-                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
-                        )
-                except BaseException:
-                    count = builder.record_count - first
-                    if not builder.record_count:
-                        # A batch opened for the bad record alone must not reach the
-                        # sender empty.
-                        assert dq is not None
-                        dq.pop()
-                        if not dq:
-                            del self.batches[tp]
-                        del self.incomplete[batch]
-                        budget.release(batch.reserved)
-                        batch.reserved = 0
-                    elif count:
-                        # The builder kept the records before the bad one: account for
-                        # them exactly as for a normal run.
-                        added = builder.size_in_bytes - before
-                        batch.reserved += added
-                        added_total += added
-                        spans.append((batch, first, count))
-                    pos += count
-                    raise
-                if count:
-                    batch.reserved += added
-                    added_total += added
-                    spans.append((batch, first, count))
-                    pos += count
-                if pos < stop or builder.size_in_bytes >= batch.limit:
-                    # The next record did not fit (or nothing more can): the batch is done.
-                    batch.full = True
-                    self._settle(batch)
-                    wake = True
-        finally:
-            # Give back what the estimates over-reserved, for appended and unappended
-            # records alike, so the budget stays exact whichever way this ends.
-            budget.release(reserved - added_total)
-        return pos - start, added_total, wake
-
-    def _fresh_batches(
-        self,
-        tp: TopicPartition,
-        timestamp_ms: int,
-        keys: Any,
-        values: Any,
-        headers: Any,
-        start: int,
-        stop: int,
-        now: float,
-        spans: list[tuple[ProducerBatch, int, int]],
-    ) -> tuple[int, int, ProducerBatch]:
-        """:meth:`append_run`'s columns ``start:stop`` into new batches of ``tp``, all
-        encoded by one call (``encode_batches``) and then given their batches in a tight
-        loop; returns ``(records, bytes added, the last batch)``. Every batch but the last
-        is full; the budget is charged their headers at once."""
-        limit = self.fill_limit(tp[0])
-        # Every record of the run has the same timestamp, so in a batch it starts it is
-        # the base and each record's delta is 0 (encoded b"\x00").
-        pieces = encode_batches(
-            values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
-        )
-        added_total, batch = self._adopt(
-            tp, timestamp_ms, [(count, encoded, None) for count, encoded in pieces], now, spans
-        )
-        # The last batch takes more records (the next run's) unless it is full.
-        batch.full = batch.reserved >= limit
-        return stop - start, added_total, batch
-
-    def _adopt(
-        self,
-        tp: TopicPartition,
-        timestamp_ms: int,
-        pieces: list[tuple[int, Any, Any]],
-        now: float,
-        spans: list[tuple[ProducerBatch, int, int]],
-    ) -> tuple[int, ProducerBatch]:
-        """New full batches of ``tp`` for encoded ``pieces`` (records, their bytes as a
-        ``bytearray``, the bytes compressed with this accumulator's codec or None), in a
-        tight loop; returns (bytes added, the last batch). The budget is charged the
-        headers at once."""
-        topic = tp[0]
-        dq = self.batches.get(tp)
-        if dq is None:
-            dq = self.batches[tp] = collections.deque()
-        self.budget.charge(RECORD_BATCH_OVERHEAD * len(pieces))
-        added_total = 0
-        batch: ProducerBatch | None = None
-        for count, encoded, compressed in pieces:
-            batch = self._new_batch(topic, tp[1], now)
-            dq.append(batch)
-            builder = batch.builder
-            state: BatchState = builder
-            # What RecordBatchBuilder.append_columns does to an empty builder, without
-            # its per-call checks (the timestamp was checked by the caller).
-            state._buf = encoded
-            state.count = count
-            state._base_ts = timestamp_ms
-            state._max_ts = timestamp_ms
-            if compressed is not None:
-                # What build() keeps of a compression, so that it does not compress again
-                # (on the loop) while no record is added.
-                builder._compressed = (count, compressed)
-            added = len(encoded)
-            batch.reserved = RECORD_BATCH_OVERHEAD + added
-            batch.full = True
-            added_total += added
-            spans.append((batch, 0, count))
-        assert batch is not None
-        return added_total, batch
 
     def fill_limit(self, topic: str) -> int:
         """The uncompressed bytes at which a new batch of ``topic`` is full.

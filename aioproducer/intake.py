@@ -34,6 +34,7 @@ from .protocol.columnar import encode_batches
 from .protocol.compression import Codec, compress
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
+from .run_append import append_run
 from .sequences import aligned
 from .sequences import prepare as prepare_sequences
 
@@ -442,7 +443,8 @@ class Intake:
         cols = run.columns
         spans: list[tuple[ProducerBatch, int, int]] = []
         try:
-            _appended, added, wake = self._acc.append_run(
+            _appended, added, wake = append_run(
+                self._acc,
                 topic,
                 part,
                 bulk.timestamp_ms,

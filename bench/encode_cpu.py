@@ -57,7 +57,7 @@ def _runs(n: int, run: int) -> list[tuple[int, int]]:
 
 
 def _fill_many(values: list[bytes], keys: list[bytes] | None, limit: int, run: int) -> None:
-    # As Accumulator.append_run does: runs of a bulk send fill the open batch, then new ones.
+    # As run_append.append_run does: runs of a bulk send fill the open batch, then new ones.
     builder = RecordBatchBuilder()
     for pos, stop in _runs(len(values), run):
         while pos < stop:

@@ -133,34 +133,13 @@ def encode_run(
     limit), unless the batch is empty (``first_offset_delta`` 0): then at least one
     record is encoded.
     """
-    cdef Py_buffer bufs[9]
-    cdef bint held[9]
-    cdef Column cols[3]
-    cdef Column *kc = NULL
-    cdef Column *hc = NULL
-    cdef Py_ssize_t count = 0
-    cdef object result
-    cdef int k, present
     if start >= stop:
         return 0, b""
-    if start < 0:
-        raise ValueError("start must not be negative")
-    for k in range(9):
-        held[k] = False
-    try:
-        present = _open_all(values, keys, headers, bufs, held, cols, start, stop)
-        kc = &cols[1] if present & 1 else NULL
-        hc = &cols[2] if present & 2 else NULL
-        result = _encode(
-            &cols[0], kc, hc, start, stop, first_offset_delta, ts_part, size_so_far,
-            max_bytes is not None, max_bytes if max_bytes is not None else 0, &count,
-            False,
-        )
-        return count, result
-    finally:
-        for k in range(9):
-            if held[k]:
-                PyBuffer_Release(&bufs[k])
+    limited = max_bytes is not None
+    return _columns(
+        values, keys, headers, start, stop, first_offset_delta, ts_part, size_so_far,
+        limited, max_bytes if limited else 0, False,
+    )
 
 
 def encode_batches(
@@ -183,6 +162,18 @@ def encode_batches(
     called once per batch would. The columns' buffers are acquired once for all of
     them. Arguments as :func:`encode_run`'s.
     """
+    if start >= stop:
+        return []
+    return _columns(
+        values, keys, headers, start, stop, 0, ts_part, empty_size, True, max_bytes, True
+    )
+
+
+cdef object _columns(object values, object keys, object headers, Py_ssize_t start,
+                     Py_ssize_t stop, int64_t first_offset_delta, bytes ts_part,
+                     int64_t size_so_far, bint limited, int64_t limit, bint many):
+    """Acquire the columns' buffers, encode, release them: one batch's records
+    (``(count, bytes)``) or, if ``many``, a list of new batches' (``bytearray`` s)."""
     cdef Py_buffer bufs[9]
     cdef bint held[9]
     cdef Column cols[3]
@@ -190,22 +181,27 @@ def encode_batches(
     cdef Column *hc = NULL
     cdef Py_ssize_t count = 0
     cdef Py_ssize_t pos = start
-    cdef list out = []
+    cdef list out
     cdef object result
     cdef int k, present
     if start < 0:
         raise ValueError("start must not be negative")
-    if start >= stop:
-        return out
     for k in range(9):
         held[k] = False
     try:
         present = _open_all(values, keys, headers, bufs, held, cols, start, stop)
         kc = &cols[1] if present & 1 else NULL
         hc = &cols[2] if present & 2 else NULL
+        if not many:
+            result = _encode(
+                &cols[0], kc, hc, start, stop, first_offset_delta, ts_part, size_so_far,
+                limited, limit, &count, False,
+            )
+            return count, result
+        out = []
         while pos < stop:
             result = _encode(
-                &cols[0], kc, hc, pos, stop, 0, ts_part, empty_size, True, max_bytes, &count,
+                &cols[0], kc, hc, pos, stop, 0, ts_part, size_so_far, True, limit, &count,
                 True,
             )
             out.append((count, result))

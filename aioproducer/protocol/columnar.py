@@ -127,9 +127,7 @@ def encode_run(
         request = (keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes)
         return encode_run_numpy(values, request)
     encoded: tuple[int, Any] = codec.encode_run(
-        (values.offsets, values.data, values.valid),
-        None if keys is None else (keys.offsets, keys.data, keys.valid),
-        None if headers is None else (headers.offsets, headers.data, None),
+        *_buffers(values, keys, headers),
         start,
         stop,
         first_offset_delta,
@@ -138,6 +136,17 @@ def encode_run(
         max_bytes,
     )
     return encoded
+
+
+def _buffers(
+    values: BinaryColumn, keys: BinaryColumn | None, headers: BinaryColumn | None
+) -> tuple[Any, Any, Any]:
+    """The compiled encoder's view of the columns: ``(offsets, data, valid)`` each."""
+    return (
+        (values.offsets, values.data, values.valid),
+        None if keys is None else (keys.offsets, keys.data, keys.valid),
+        None if headers is None else (headers.offsets, headers.data, None),
+    )
 
 
 def encode_batches(
@@ -165,14 +174,7 @@ def encode_batches(
             start += count
         return out
     batches: list[tuple[int, Any]] = codec.encode_batches(
-        (values.offsets, values.data, values.valid),
-        None if keys is None else (keys.offsets, keys.data, keys.valid),
-        None if headers is None else (headers.offsets, headers.data, None),
-        start,
-        stop,
-        ts_part,
-        empty_size,
-        max_bytes,
+        *_buffers(values, keys, headers), start, stop, ts_part, empty_size, max_bytes
     )
     return batches
 

@@ -1,11 +1,10 @@
-"""Accumulator.append_run of columns: the partition's open batch first, then every new batch
+"""run_append.append_run of columns: the partition's open batch first, then every new batch
 of the run encoded in one call (columnar.encode_batches), checked against append() one
 record at a time, on both column encoders; and a bulk send's completion, told once by
 each of its batches."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,11 +13,14 @@ from hypothesis import strategies as st
 
 np = pytest.importorskip("numpy")
 
-from test_accumulator import make_acc  # noqa: E402
+from test_column_codec import implementation  # noqa: E402, F401  (a fixture)
+from test_records_columnar import by_append  # noqa: E402
 
+from aioproducer.accumulator import Accumulator, MemoryBudget  # noqa: E402
 from aioproducer.errors import KafkaError  # noqa: E402
 from aioproducer.protocol import columnar  # noqa: E402
 from aioproducer.protocol.columnar import BinaryColumn  # noqa: E402
+from aioproducer.protocol.compression import Codec, compress  # noqa: E402
 from aioproducer.protocol.records import (  # noqa: E402
     RECORD_BATCH_OVERHEAD,
     RecordBatchBuilder,
@@ -26,8 +28,8 @@ from aioproducer.protocol.records import (  # noqa: E402
     record_size_bound,
 )
 from aioproducer.results import BulkDelivery  # noqa: E402
+from aioproducer.run_append import append_run  # noqa: E402
 
-CODEC = columnar.CODEC
 TS = 1_700_000_000_000
 
 payloads = st.one_of(
@@ -35,36 +37,29 @@ payloads = st.one_of(
 )
 
 
-@pytest.fixture(params=["compiled", "numpy"])
-def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "compiled" and CODEC is None:
-        pytest.skip(f"the compiled column encoder is not active ({columnar.CODEC_REASON})")
-    old = columnar.CODEC
-    columnar.CODEC = CODEC if request.param == "compiled" else None
-    yield request.param
-    columnar.CODEC = old
+def make_acc(batch_size: int = 1000, codec: Codec = Codec.NONE) -> Accumulator:
+    budget = MemoryBudget(1 << 20)
+    return Accumulator(
+        batch_size=batch_size,
+        linger=0.0,
+        delivery_timeout=60.0,
+        codec=codec,
+        compression_level=None,
+        budget=budget,
+    )
 
 
 def reference(
     before: int, rows: list[tuple[bytes | None, bytes | None]], headers: Any, limit: int
 ) -> list[bytes]:
     """The batches append() makes of ``before`` one-byte records then ``rows``."""
-    out = [RecordBatchBuilder()]
-    records = [(None, b"x", ())] * before + [
-        (k, v, (headers[i] if headers is not None else ())) for i, (k, v) in enumerate(rows)
-    ]
-    for key, value, hdrs in records:
-        current = out[-1]
-        size, count = len(current._buf), current.record_count
-        current.append(TS, key, value, hdrs)
-        if current.size_in_bytes > limit and count:
-            current._truncate(size, count, TS)
-            current = RecordBatchBuilder()
-            out.append(current)
-            current.append(TS, key, value, hdrs)
-    return [b.build() for b in out if b.record_count]
+    keys = [None] * before + [k for k, _v in rows]
+    values = [b"x"] * before + [v for _k, v in rows]
+    hdrs = [[]] * before + headers if headers is not None else None
+    return [b.build() for b in by_append(TS, keys, values, hdrs, limit)]
 
 
+@pytest.mark.usefixtures("implementation")  # each column encoder in turn
 @settings(
     max_examples=60,
     deadline=None,
@@ -79,7 +74,6 @@ def reference(
     run=st.integers(min_value=1, max_value=70),
 )
 def test_runs_of_columns_make_the_batches_append_makes_with_exact_memory(
-    implementation: str,
     rows: list[tuple[bytes | None, bytes | None]],
     with_keys: bool,
     with_headers: bool,
@@ -113,8 +107,8 @@ def test_runs_of_columns_make_the_batches_append_makes_with_exact_memory(
             for i, (k, v) in enumerate(rows[pos:end], pos)
         )
         assert budget.try_reserve(need)
-        appended, _added, _wake = acc.append_run(
-            "t", 0, TS, keys, values, header_col, pos, end, need, 0.0, spans
+        appended, _added, _wake = append_run(
+            acc, "t", 0, TS, keys, values, header_col, pos, end, need, 0.0, spans
         )
         assert appended == end - pos
     batches = list(acc.batches[("t", 0)])
@@ -139,7 +133,7 @@ def test_a_timestamp_outside_int64_is_refused_before_anything_is_appended() -> N
     assert acc.budget.try_reserve(need)
     spans: list[Any] = []
     with pytest.raises(ValueError, match="int64"):
-        acc.append_run("t", 0, 1 << 63, None, values, None, 0, 2, need, 0.0, spans)
+        append_run(acc, "t", 0, 1 << 63, None, values, None, 0, 2, need, 0.0, spans)
     assert spans == [] and acc.budget.used == 0 and not acc.batches
 
 
@@ -155,7 +149,7 @@ def test_a_bulk_completes_once_its_last_batch_has_even_when_batches_are_shared()
     for bulk in (first, second):
         spans: list[Any] = []
         assert acc.budget.try_reserve(need)
-        acc.append_run("t", 0, TS, None, values, None, 0, 5, need, 0.0, spans)
+        append_run(acc, "t", 0, TS, None, values, None, 0, 5, need, 0.0, spans)
         bulk.add_spans(spans)
         bulk.track(None)
     batches = _batches_of(acc)
@@ -187,7 +181,7 @@ def test_a_bulk_whose_batches_are_done_before_tracking_is_done_at_once() -> None
     need = record_size_bound(None, 1, None)
     assert acc.budget.try_reserve(need)
     spans: list[Any] = []
-    acc.append_run("t", 0, TS, None, values, None, 0, 1, need, 0.0, spans)
+    append_run(acc, "t", 0, TS, None, values, None, 0, 1, need, 0.0, spans)
     bulk = BulkDelivery("t", TS)
     bulk.add_spans(spans)
     acc.complete_batch(spans[0][0], 7, -1)
@@ -196,8 +190,6 @@ def test_a_bulk_whose_batches_are_done_before_tracking_is_done_at_once() -> None
 
 
 def test_pieces_encoded_ahead_close_the_open_batch_and_keep_their_compression() -> None:
-    from aioproducer.protocol.compression import Codec, compress
-
     acc = make_acc(batch_size=RECORD_BATCH_OVERHEAD + 200, codec=Codec.LZ4)
     need = record_size_bound(None, 1, None)
     assert acc.budget.try_reserve(need)
@@ -210,8 +202,8 @@ def test_pieces_encoded_ahead_close_the_open_batch_and_keep_their_compression() 
     size = 9 * record_size_bound(None, 50, None)
     assert acc.budget.try_reserve(size)
     spans: list[Any] = []
-    appended, added, wake = acc.append_run(
-        "t", 0, TS, None, values, None, 0, 9, size, 0.0, spans, packed
+    appended, added, wake = append_run(
+        acc, "t", 0, TS, None, values, None, 0, 9, size, 0.0, spans, packed
     )
     batches = _batches_of(acc)
     assert (appended, wake) == (9, True) and added == sum(len(d) for _n, d, _c in packed)
