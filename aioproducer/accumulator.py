@@ -22,7 +22,6 @@ import anyio
 
 from ._mypyc import mypyc_attr
 from .budget import MemoryBudget
-from .protocol.columnar import BinaryColumn
 from .protocol.compression import Codec
 from .protocol.record_encoder import BatchState, append_stamped
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
@@ -59,6 +58,7 @@ class ProducerBatch:
         "base_offset",
         "builder",
         "built",
+        "bulk",
         "created",
         "deadline",
         "done",
@@ -117,6 +117,10 @@ class ProducerBatch:
         self._callbacks: list[Callable[[ProducerBatch], None]] | None = None
         # Set when MESSAGE_TOO_LARGE split this batch: (child, index of its first record).
         self._children: list[tuple[ProducerBatch, int]] | None = None
+        #: The bulk send (a :class:`~aioproducer.BulkDelivery`) told when this batch
+        #: completes, set by its ``track()``: one field instead of a callback per batch and
+        #: bulk (a batch shared by two bulk sends tells the second through a callback).
+        self.bulk: Any = None
 
     @property
     def record_count(self) -> int:
@@ -170,6 +174,11 @@ class ProducerBatch:
         if callbacks:
             for callback in callbacks:
                 callback(self)
+        # After the callbacks (the hand-off's failure count among them), so that a bulk
+        # send's waiters never see it done before its failures are counted.
+        bulk, self.bulk = self.bulk, None
+        if bulk is not None:
+            bulk.batch_done()
 
     def add_done_callback(self, callback: Callable[[ProducerBatch], None]) -> None:
         """Call ``callback(batch)`` on the loop when the batch completes (at once if done)."""
@@ -310,7 +319,7 @@ class Accumulator:
         self.last_batch_full = False
         #: That batch's :attr:`ProducerBatch.limit` (set by :meth:`append` too).
         self.last_batch_limit = batch_size
-        #: Called with every batch :meth:`append` and :meth:`append_run` open; the intake
+        #: Called with every batch :meth:`append` and ``run_append.append_run`` open; the intake
         #: sets it to settle other threads' records a batch at a time.
         self.on_new_batch: Callable[[ProducerBatch], None] | None = None
         # The latest batch :meth:`append` opened, and its partition: records in a row for
@@ -340,7 +349,7 @@ class Accumulator:
         """
         # Per record, this is the hottest method: an open batch's ``reserved`` is its
         # builder's ``size_in_bytes`` (the header plus every record's exact size, see
-        # below and append_run), read here without a property call per record.
+        # below and run_append.py), read here without a property call per record.
         batch = self._open_batch
         if (
             batch is None
@@ -391,101 +400,6 @@ class Accumulator:
         self.last_batch_full = batch.full
         self.last_batch_limit = batch.limit
         return batch, index, wake
-
-    def append_run(
-        self,
-        topic: str,
-        partition: int,
-        timestamp_ms: int,
-        keys: Any,
-        values: Any,
-        headers: Any,
-        start: int,
-        stop: int,
-        reserved: int,
-        now: float,
-        spans: list[tuple[ProducerBatch, int, int]],
-    ) -> tuple[int, int, bool]:
-        """Append ``values[start:stop]`` to ``partition``'s batches, whose ``reserved``
-        bytes (an upper bound of their size) are already reserved.
-
-        ``keys``/``values``/``headers`` are sequences (encoded by
-        ``RecordBatchBuilder.append_many``) or, for a bulk send of columns,
-        :class:`~aioproducer.protocol.columnar.BinaryColumn` s (``append_columns``).
-
-        Adds one ``(batch, index of the first record in it, record count)`` per batch
-        touched to ``spans``, and gives back what the reservation over-estimated in one
-        go. Returns ``(records appended, bytes they added, wake the sender)``. If a record is invalid, the
-        ones before it stay appended (their spans are in ``spans``), the reservation of the
-        rest is given back and its error is raised.
-        """
-        tp = (topic, partition)
-        dq = self.batches.get(tp)
-        batch = dq[-1] if dq else None
-        budget = self.budget
-        wake = False
-        pos = start
-        added_total = 0
-        columnar = isinstance(values, BinaryColumn)
-        try:
-            while pos < stop:
-                if batch is None or batch.full:
-                    batch = self._new_batch(topic, partition, now)
-                    if dq is None:
-                        dq = self.batches[tp] = collections.deque()
-                    dq.append(batch)
-                    wake = True
-                    # The header is charged to the batch, outside the records' estimates.
-                    budget.charge(RECORD_BATCH_OVERHEAD)
-                    batch.reserved += RECORD_BATCH_OVERHEAD
-                builder = batch.builder
-                first = builder.record_count
-                before = builder.size_in_bytes
-                try:
-                    if columnar:
-                        count, added = builder.append_columns(
-                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
-                        )
-                    else:
-                        count, added = builder.append_many(
-                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
-                        )
-                except BaseException:
-                    count = builder.record_count - first
-                    if not builder.record_count:
-                        # A batch opened for the bad record alone must not reach the
-                        # sender empty.
-                        assert dq is not None
-                        dq.pop()
-                        if not dq:
-                            del self.batches[tp]
-                        del self.incomplete[batch]
-                        budget.release(batch.reserved)
-                        batch.reserved = 0
-                    elif count:
-                        # The builder kept the records before the bad one: account for
-                        # them exactly as for a normal run.
-                        added = builder.size_in_bytes - before
-                        batch.reserved += added
-                        added_total += added
-                        spans.append((batch, first, count))
-                    pos += count
-                    raise
-                if count:
-                    batch.reserved += added
-                    added_total += added
-                    spans.append((batch, first, count))
-                    pos += count
-                if pos < stop or builder.size_in_bytes >= batch.limit:
-                    # The next record did not fit (or nothing more can): the batch is done.
-                    batch.full = True
-                    self._settle(batch)
-                    wake = True
-        finally:
-            # Give back what the estimates over-reserved, for appended and unappended
-            # records alike, so the budget stays exact whichever way this ends.
-            budget.release(reserved - added_total)
-        return pos - start, added_total, wake
 
     def fill_limit(self, topic: str) -> int:
         """The uncompressed bytes at which a new batch of ``topic`` is full.

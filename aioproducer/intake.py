@@ -30,8 +30,11 @@ from .errors import (
 )
 from .partitioner import StickyPartitioner, moves_on, partition_for_key
 from .prepared import ColumnRun, PreparedColumns
+from .protocol.columnar import encode_batches
+from .protocol.compression import Codec, compress
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
+from .run_append import append_run
 from .sequences import aligned
 from .sequences import prepare as prepare_sequences
 
@@ -440,7 +443,8 @@ class Intake:
         cols = run.columns
         spans: list[tuple[ProducerBatch, int, int]] = []
         try:
-            _appended, added, wake = self._acc.append_run(
+            _appended, added, wake = append_run(
+                self._acc,
                 topic,
                 part,
                 bulk.timestamp_ms,
@@ -452,6 +456,7 @@ class Intake:
                 run.size,
                 time.monotonic(),
                 spans,
+                run.pieces,
             )
         finally:
             run.appended = sum(span[2] for span in spans)
@@ -462,6 +467,41 @@ class Intake:
         if wake:
             self._wake_sender()
         return wake
+
+    def encode_ahead(self, run: ColumnRun) -> None:
+        """Encode a keyed run of columns into whole batches and compress them in the
+        calling thread, before it is handed to the loop (:attr:`ColumnRun.pieces`).
+
+        For a :class:`~aioproducer.SyncProducer`'s bulk sends with compression: the
+        compiled encoder and the compressors release the GIL, so this work runs beside
+        the loop's instead of on it. Runs for the sticky partitioner, of sequences, of
+        too few records to fill a batch or not compressed are left to the loop (it fills
+        the partition's open batch with them).
+        """
+        cols = run.columns
+        acc = self._acc
+        codec = acc.codec
+        if codec is Codec.NONE or run.partition is None or cols.sizes is None:
+            # Uncompressed, the encoding saved is less than what the extra batches cost
+            # (each run's pieces start a batch; the open one is left partly filled).
+            return
+        limit = acc.fill_limit(run.bulk.topic)
+        if cols.estimate(run.start, run.stop) < limit:
+            return
+        pieces = encode_batches(
+            cols.values,
+            cols.keys,
+            cols.headers,
+            run.start,
+            run.stop,
+            b"\x00",
+            RECORD_BATCH_OVERHEAD,
+            limit,
+        )
+        level = acc.compression_level
+        run.pieces = [
+            (count, encoded, compress(codec, encoded, level)) for count, encoded in pieces
+        ]
 
     def _leaders(self, topic: str) -> dict[int, int] | None:
         info = self.cluster.snapshot.topics.get(topic)

@@ -48,7 +48,7 @@ class ColumnRun:
     partition (None: the sticky partitioner's), with the bytes reserved for them: the
     unit in which a bulk send is admitted and appended."""
 
-    __slots__ = ("appended", "bulk", "columns", "partition", "size", "start", "stop")
+    __slots__ = ("appended", "bulk", "columns", "partition", "pieces", "size", "start", "stop")
 
     def __init__(
         self,
@@ -69,6 +69,10 @@ class ColumnRun:
         self.bulk = bulk
         #: How many of its records :meth:`Intake.append_run` appended (set by it).
         self.appended = 0
+        #: The run already encoded into whole batches by the thread that sent it
+        #: (:meth:`Intake.encode_ahead`): ``(records, their bytes, the bytes compressed or
+        #: None)`` per batch; None: the loop encodes the run when it appends it.
+        self.pieces: list[tuple[int, Any, Any]] | None = None
 
 
 class PreparedColumns:

@@ -111,8 +111,8 @@ class BulkDelivery:
     """The pending delivery of the records of one bulk send, as a whole.
 
     ``await bulk`` (or :meth:`wait`) returns it once every record has an outcome; nothing
-    is tracked per record: it completes when the batches holding its records have (one
-    callback per batch). Then :attr:`delivered`, :attr:`failed` and :attr:`first_error`
+    is tracked per record: it completes when the batches holding its records have (each
+    batch tells it once). Then :attr:`delivered`, :attr:`failed` and :attr:`first_error`
     summarise the outcome and :meth:`metadata` gives one record's, computed on demand.
     Cancelling a wait never cancels the delivery.
     """
@@ -162,18 +162,35 @@ class BulkDelivery:
         was added. ``order`` gives each appended record's position in the caller's input
         when grouping by partition reordered them (None: they were appended in order)."""
         self._order = order
-        seen: set[int] = set()
-        batches = []
+        pending = 0
+        shared: set[int] | None = None
         for batch, _first, _count in self._spans:
-            if id(batch) not in seen and not batch.done:
-                seen.add(id(batch))
-                batches.append(batch)
-        self._pending += len(batches)
-        for batch in batches:
-            batch.add_done_callback(self._batch_done)
-        self._batch_done(None)
+            if batch.done:
+                continue
+            owner = batch.bulk
+            if owner is None:
+                # The usual case: the batch tells this bulk when it completes, with no
+                # callback object and no list per batch.
+                batch.bulk = self
+                pending += 1
+            elif owner is not self:
+                # The batch also holds an earlier bulk send's records (it was open when
+                # this one began): a callback, once per batch.
+                if shared is None:
+                    shared = set()
+                if id(batch) not in shared:
+                    shared.add(id(batch))
+                    pending += 1
+                    batch.add_done_callback(self._batch_done)
+        self._pending += pending
+        self.batch_done()
 
-    def _batch_done(self, _batch: ProducerBatch | None) -> None:
+    def _batch_done(self, _batch: ProducerBatch) -> None:
+        self.batch_done()
+
+    def batch_done(self) -> None:
+        """Package-internal: one of the bulk's batches completed (``track()`` counted
+        them); the last one completes the bulk."""
         self._pending -= 1
         if self._pending:
             return

@@ -63,6 +63,8 @@ HOT_MODULES: tuple[str, ...] = (
     "aioproducer.sending",
     # Bulk sends of sequences (split from the intake, compiled with it).
     "aioproducer.sequences",
+    # A bulk send's runs into batches (split from the accumulator, compiled with it).
+    "aioproducer.run_append",
 )
 #: Compiled with Cython from their ``.pyx`` sources where Cython and a C compiler exist:
 #: modules with no pure-Python twin of the same name, whose callers keep a numpy path and

@@ -10,6 +10,9 @@ time as a bulk send's slices come (4096), and reports the CPU time
 * ``columns/binary`` and ``columns/string``: ``append_columns`` on a
   :class:`~aioproducer.protocol.columnar.BinaryColumn` viewing a pyarrow ``binary`` or
   ``string`` array (the view is made once per round, as a bulk send makes it once);
+* ``columns/batches``: the ``binary`` column cut into new batches a run at a time, one
+  ``columnar.encode_batches`` call a run, as the producer fills the batches after a
+  partition's open one (and a builder per batch);
 * ``bulk/arrow``: all a bulk send of Arrow columns costs before the network, a
   producer's ``Intake.columns`` (checks, sizes, and with ``--keyed`` the keys hashed and
   the rows grouped by partition, 12 partitions) and then ``append_columns`` partition by
@@ -38,7 +41,7 @@ from aioproducer import Producer
 from aioproducer.cluster import TopicInfo
 from aioproducer.protocol import columnar
 from aioproducer.protocol.columnar import BinaryColumn
-from aioproducer.protocol.records import RecordBatchBuilder
+from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 TS = 1_700_000_000_000
 
@@ -57,7 +60,7 @@ def _runs(n: int, run: int) -> list[tuple[int, int]]:
 
 
 def _fill_many(values: list[bytes], keys: list[bytes] | None, limit: int, run: int) -> None:
-    # As Accumulator.append_run does: runs of a bulk send fill the open batch, then new ones.
+    # As run_append.append_run does: runs of a bulk send fill the open batch, then new ones.
     builder = RecordBatchBuilder()
     for pos, stop in _runs(len(values), run):
         while pos < stop:
@@ -77,6 +80,21 @@ def _fill_columns(array: pa.Array, key_array: pa.Array | None, limit: int, run: 
             pos += count
             if pos < stop:
                 builder = RecordBatchBuilder()
+
+
+def _fill_batches(array: pa.Array, key_array: pa.Array | None, limit: int, run: int) -> None:
+    # As the producer fills new batches: a run cut and encoded in one call, then a
+    # builder per batch that keeps its bytes.
+    values = BinaryColumn.from_arrow(array)
+    keys = BinaryColumn.from_arrow(key_array) if key_array is not None else None
+    for pos, stop in _runs(len(values), run):
+        pieces = columnar.encode_batches(
+            values, keys, None, pos, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+        )
+        for count, encoded in pieces:
+            builder = RecordBatchBuilder()
+            builder._buf = encoded
+            builder.count = count
 
 
 def _fill_bulk(array: pa.Array, key_array: pa.Array | None, limit: int, run: int) -> None:
@@ -143,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         ("append_many", lambda limit: _fill_many(values, keys, limit, args.run)),
         ("columns/binary", lambda limit: _fill_columns(binary, key_array, limit, args.run)),
         ("columns/string", lambda limit: _fill_columns(string, key_array, limit, args.run)),
+        ("columns/batches", lambda limit: _fill_batches(binary, key_array, limit, args.run)),
         ("bulk/arrow", lambda limit: _fill_bulk(binary, key_array, limit, args.run)),
     ]
     limits = (16384, 1 << 20)

@@ -23,6 +23,7 @@ from cpython.buffer cimport (
 )
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -132,127 +133,203 @@ def encode_run(
     limit), unless the batch is empty (``first_offset_delta`` 0): then at least one
     record is encoded.
     """
+    if start >= stop:
+        return 0, b""
+    limited = max_bytes is not None
+    return _columns(
+        values, keys, headers, start, stop, first_offset_delta, ts_part, size_so_far,
+        limited, max_bytes if limited else 0, False,
+    )
+
+
+def encode_batches(
+    values,
+    keys,
+    headers,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    bytes ts_part not None,
+    int64_t empty_size,
+    int64_t max_bytes,
+):
+    """Encode records ``start:stop`` into as many new batches as they fill: a list of
+    ``(records, their bytes)`` (a ``bytearray``, which a batch keeps as it is), one per
+    batch, in order.
+
+    Each batch starts empty (``empty_size`` bytes: its header) and takes records, with
+    offset deltas from 0 and the timestamp delta ``ts_part``, as long as they keep it
+    within ``max_bytes`` (at least one record each), exactly as :func:`encode_run`
+    called once per batch would. The columns' buffers are acquired once for all of
+    them. Arguments as :func:`encode_run`'s.
+    """
+    if start >= stop:
+        return []
+    return _columns(
+        values, keys, headers, start, stop, 0, ts_part, empty_size, True, max_bytes, True
+    )
+
+
+cdef object _columns(object values, object keys, object headers, Py_ssize_t start,
+                     Py_ssize_t stop, int64_t first_offset_delta, bytes ts_part,
+                     int64_t size_so_far, bint limited, int64_t limit, bint many):
+    """Acquire the columns' buffers, encode, release them: one batch's records
+    (``(count, bytes)``) or, if ``many``, a list of new batches' (``bytearray`` s)."""
     cdef Py_buffer bufs[9]
     cdef bint held[9]
     cdef Column cols[3]
-    cdef Column *vc = &cols[0]
     cdef Column *kc = NULL
     cdef Column *hc = NULL
-    cdef bint limited = max_bytes is not None
-    cdef int64_t limit = 0
-    cdef Py_ssize_t ts_len = len(ts_part)
-    cdef const uint8_t *ts = <const uint8_t *>PyBytes_AS_STRING(ts_part)
-    cdef Py_ssize_t i, end, count
-    cdef int64_t used, body, vlen, klen, hlen, total, od, size, span
-    cdef bint bad
-    cdef uint8_t *out
-    cdef bytes result
-    cdef int k
-    if start >= stop:
-        return 0, b""
-    if limited:
-        limit = max_bytes
+    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t pos = start
+    cdef list out
+    cdef object result
+    cdef int k, present
     if start < 0:
         raise ValueError("start must not be negative")
     for k in range(9):
         held[k] = False
     try:
-        # Buffers are acquired one by one; `held` says which to release.
-        _open(values, &bufs[0], &held[0], vc, stop, "values")
-        _check_ends(vc, start, stop, "values")
-        if keys is not None:
-            kc = &cols[1]
-            _open(keys, &bufs[3], &held[3], kc, stop, "keys")
-            _check_ends(kc, start, stop, "keys")
-        if headers is not None:
-            hc = &cols[2]
-            _open(headers, &bufs[6], &held[6], hc, stop, "headers")
-            if hc.valid != NULL:
-                raise ValueError("headers must have no null row")
-            _check_ends(hc, start, stop, "headers")
-
-        # Pass 1: each record's size, and where the batch is cut.
-        used = size_so_far
-        total = 0
-        bad = False
-        with nogil:
-            i = start
-            while i < stop:
-                od = first_offset_delta + (i - start)
-                body = 1 + ts_len + _varint_size(_zigzag(od))
-                span = _offset(vc, i + 1) - _offset(vc, i)
-                bad |= span < 0
-                vlen = _length(vc, i)
-                body += _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-                if kc != NULL:
-                    span = _offset(kc, i + 1) - _offset(kc, i)
-                    bad |= span < 0
-                    klen = _length(kc, i)
-                    body += _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-                else:
-                    body += 1
-                if hc != NULL:
-                    span = _offset(hc, i + 1) - _offset(hc, i)
-                    bad |= span < 0
-                    body += span
-                else:
-                    body += 1
-                size = body + _varint_size(_zigzag(body))
-                if limited and used + size > limit and (i > start or first_offset_delta != 0):
-                    break
-                used += size
-                total += size
-                i += 1
-            end = i
-        if bad:
-            raise ValueError("column offsets must not decrease")
-        count = end - start
-        if not count:
-            return 0, b""
-
-        # Pass 2: the bytes, record after record.
-        result = PyBytes_FromStringAndSize(NULL, total)
-        out = <uint8_t *>PyBytes_AS_STRING(result)
-        with nogil:
-            for i in range(start, end):
-                od = first_offset_delta + (i - start)
-                vlen = _length(vc, i)
-                klen = _length(kc, i) if kc != NULL else -1
-                hlen = _offset(hc, i + 1) - _offset(hc, i) if hc != NULL else 1
-                body = (
-                    1 + ts_len + _varint_size(_zigzag(od))
-                    + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-                    + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-                    + hlen
-                )
-                out = _put_varint(out, _zigzag(body))
-                out[0] = 0  # attributes
-                out += 1
-                if ts_len == 1:
-                    out[0] = ts[0]
-                else:
-                    memcpy(out, ts, ts_len)
-                out += ts_len
-                out = _put_varint(out, _zigzag(od))
-                out = _put_varint(out, _zigzag(klen))
-                if klen > 0:
-                    memcpy(out, kc.data + _offset(kc, i), klen)
-                    out += klen
-                out = _put_varint(out, _zigzag(vlen))
-                if vlen > 0:
-                    memcpy(out, vc.data + _offset(vc, i), vlen)
-                    out += vlen
-                if hc != NULL:
-                    memcpy(out, hc.data + _offset(hc, i), hlen)
-                    out += hlen
-                else:
-                    out[0] = 0  # no headers
-                    out += 1
-        return count, result
+        present = _open_all(values, keys, headers, bufs, held, cols, start, stop)
+        kc = &cols[1] if present & 1 else NULL
+        hc = &cols[2] if present & 2 else NULL
+        if not many:
+            result = _encode(
+                &cols[0], kc, hc, start, stop, first_offset_delta, ts_part, size_so_far,
+                limited, limit, &count, False,
+            )
+            return count, result
+        out = []
+        while pos < stop:
+            result = _encode(
+                &cols[0], kc, hc, pos, stop, 0, ts_part, size_so_far, True, limit, &count,
+                True,
+            )
+            out.append((count, result))
+            pos += count
+        return out
     finally:
         for k in range(9):
             if held[k]:
                 PyBuffer_Release(&bufs[k])
+
+
+cdef int _open_all(object values, object keys, object headers, Py_buffer *bufs, bint *held,
+                   Column *cols, Py_ssize_t start, Py_ssize_t stop) except -1:
+    """Acquire the three columns' buffers into ``cols`` (``keys``/``headers`` may be
+    None) and check rows ``start:stop``; returns 1 if there are keys, plus 2 if headers."""
+    cdef int present = 0
+    _open(values, &bufs[0], &held[0], &cols[0], stop, "values")
+    _check_ends(&cols[0], start, stop, "values")
+    if keys is not None:
+        present |= 1
+        _open(keys, &bufs[3], &held[3], &cols[1], stop, "keys")
+        _check_ends(&cols[1], start, stop, "keys")
+    if headers is not None:
+        present |= 2
+        _open(headers, &bufs[6], &held[6], &cols[2], stop, "headers")
+        if cols[2].valid != NULL:
+            raise ValueError("headers must have no null row")
+        _check_ends(&cols[2], start, stop, "headers")
+    return present
+
+
+cdef object _encode(const Column *vc, const Column *kc, const Column *hc, Py_ssize_t start,
+                    Py_ssize_t stop, int64_t first_offset_delta, bytes ts_part,
+                    int64_t size_so_far, bint limited, int64_t limit, Py_ssize_t *count_out,
+                    bint as_bytearray):
+    """:func:`encode_run` on opened columns: the records' bytes (a ``bytearray`` if
+    ``as_bytearray``), their count in ``count_out`` (empty and 0 if the first does not
+    fit)."""
+    cdef Py_ssize_t ts_len = len(ts_part)
+    cdef const uint8_t *ts = <const uint8_t *>PyBytes_AS_STRING(ts_part)
+    cdef Py_ssize_t i, end
+    cdef int64_t used, body, vlen, klen, hlen, total, od, size, span
+    cdef bint bad
+    cdef uint8_t *out
+    cdef object result
+
+    # Pass 1: each record's size, and where the batch is cut.
+    used = size_so_far
+    total = 0
+    bad = False
+    with nogil:
+        i = start
+        while i < stop:
+            od = first_offset_delta + (i - start)
+            body = 1 + ts_len + _varint_size(_zigzag(od))
+            span = _offset(vc, i + 1) - _offset(vc, i)
+            bad |= span < 0
+            vlen = _length(vc, i)
+            body += _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
+            if kc != NULL:
+                span = _offset(kc, i + 1) - _offset(kc, i)
+                bad |= span < 0
+                klen = _length(kc, i)
+                body += _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
+            else:
+                body += 1
+            if hc != NULL:
+                span = _offset(hc, i + 1) - _offset(hc, i)
+                bad |= span < 0
+                body += span
+            else:
+                body += 1
+            size = body + _varint_size(_zigzag(body))
+            if limited and used + size > limit and (i > start or first_offset_delta != 0):
+                break
+            used += size
+            total += size
+            i += 1
+        end = i
+    if bad:
+        raise ValueError("column offsets must not decrease")
+    count_out[0] = end - start
+    if end == start:
+        return bytearray() if as_bytearray else b""
+
+    # Pass 2: the bytes, record after record.
+    if as_bytearray:
+        result = PyByteArray_FromStringAndSize(NULL, total)
+        out = <uint8_t *>PyByteArray_AS_STRING(result)
+    else:
+        result = PyBytes_FromStringAndSize(NULL, total)
+        out = <uint8_t *>PyBytes_AS_STRING(result)
+    with nogil:
+        for i in range(start, end):
+            od = first_offset_delta + (i - start)
+            vlen = _length(vc, i)
+            klen = _length(kc, i) if kc != NULL else -1
+            hlen = _offset(hc, i + 1) - _offset(hc, i) if hc != NULL else 1
+            body = (
+                1 + ts_len + _varint_size(_zigzag(od))
+                + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
+                + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
+                + hlen
+            )
+            out = _put_varint(out, _zigzag(body))
+            out[0] = 0  # attributes
+            out += 1
+            if ts_len == 1:
+                out[0] = ts[0]
+            else:
+                memcpy(out, ts, ts_len)
+            out += ts_len
+            out = _put_varint(out, _zigzag(od))
+            out = _put_varint(out, _zigzag(klen))
+            if klen > 0:
+                memcpy(out, kc.data + _offset(kc, i), klen)
+                out += klen
+            out = _put_varint(out, _zigzag(vlen))
+            if vlen > 0:
+                memcpy(out, vc.data + _offset(vc, i), vlen)
+                out += vlen
+            if hc != NULL:
+                memcpy(out, hc.data + _offset(hc, i), hlen)
+                out += hlen
+            else:
+                out[0] = 0  # no headers
+                out += 1
+    return result
 
 
 # -- grouping keyed rows by partition (a bulk send's columns, before encoding) ---------------

@@ -52,6 +52,7 @@ __all__ = [
     "CODEC",
     "CODEC_REASON",
     "BinaryColumn",
+    "encode_batches",
     "encode_header_sections",
     "encode_run",
     "encode_run_numpy",
@@ -126,9 +127,7 @@ def encode_run(
         request = (keys, headers, start, stop, first_offset_delta, ts_part, size_so_far, max_bytes)
         return encode_run_numpy(values, request)
     encoded: tuple[int, Any] = codec.encode_run(
-        (values.offsets, values.data, values.valid),
-        None if keys is None else (keys.offsets, keys.data, keys.valid),
-        None if headers is None else (headers.offsets, headers.data, None),
+        *_buffers(values, keys, headers),
         start,
         stop,
         first_offset_delta,
@@ -137,6 +136,47 @@ def encode_run(
         max_bytes,
     )
     return encoded
+
+
+def _buffers(
+    values: BinaryColumn, keys: BinaryColumn | None, headers: BinaryColumn | None
+) -> tuple[Any, Any, Any]:
+    """The compiled encoder's view of the columns: ``(offsets, data, valid)`` each."""
+    return (
+        (values.offsets, values.data, values.valid),
+        None if keys is None else (keys.offsets, keys.data, keys.valid),
+        None if headers is None else (headers.offsets, headers.data, None),
+    )
+
+
+def encode_batches(
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    start: int,
+    stop: int,
+    ts_part: bytes,
+    empty_size: int,
+    max_bytes: int,
+) -> list[tuple[int, Any]]:
+    """Records ``start:stop`` encoded into new batches, each filled up to ``max_bytes``
+    from ``empty_size`` bytes (its header): ``(records, their bytes)`` per batch (a
+    ``bytearray``, which the batch keeps as it is), what
+    :func:`encode_run` called once per new batch would give, in one call (the compiled
+    encoder acquires the columns' buffers once for the whole run)."""
+    codec = CODEC
+    if codec is None:
+        out: list[tuple[int, Any]] = []
+        while start < stop:
+            request = (keys, headers, start, stop, 0, ts_part, empty_size, max_bytes)
+            count, encoded = encode_run_numpy(values, request)
+            out.append((count, bytearray(encoded)))
+            start += count
+        return out
+    batches: list[tuple[int, Any]] = codec.encode_batches(
+        *_buffers(values, keys, headers), start, stop, ts_part, empty_size, max_bytes
+    )
+    return batches
 
 
 def encode_run_numpy(values: BinaryColumn, request: Request) -> tuple[int, Any]:

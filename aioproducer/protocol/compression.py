@@ -99,7 +99,9 @@ def validate_level(codec: Codec, level: int | None) -> int | None:
 
     Raises :class:`~aioproducer.errors.ConfigError` naming the allowed range.
     """
-    codec = Codec(codec)
+    if type(codec) is not Codec:
+        # Codec(codec) costs an Enum call, paid by every new batch's builder otherwise.
+        codec = Codec(codec)
     bounds = LEVEL_RANGES.get(codec)
     if bounds is None:
         if level is not None:
@@ -148,7 +150,9 @@ def compress(codec: Codec, data: BytesLike, level: int | None = None) -> bytes:
     ``level`` is validated with :func:`validate_level`; ``None`` means the codec default.
     ``Codec.NONE`` returns ``data`` as bytes.
     """
-    codec = Codec(codec)
+    if type(codec) is not Codec:
+        # An Enum call costs more than the rest of this function for a small batch.
+        codec = Codec(codec)
     level = validate_level(codec, level)
     if codec is Codec.NONE:
         return bytes(data)

@@ -10,6 +10,7 @@ from aioproducer.errors import BufferFullError, ProducerClosedError
 from aioproducer.protocol.compression import Codec
 from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, decode_batches, record_size_bound
 from aioproducer.results import DeliveryHandle
+from aioproducer.run_append import append_run
 
 
 def make_acc(
@@ -346,7 +347,7 @@ def test_a_batch_opened_on_a_good_ratio_takes_records_beyond_batch_size() -> Non
     acc2 = _lz4_acc(batch_size=1000, max_batch_bytes=20_000)
     acc2.ratios["t"] = 0.1
     spans: list = []
-    acc2.append_run("t", 0, 0, None, [value] * 150, None, 0, 150, need * 150, 0.0, spans)
+    append_run(acc2, "t", 0, 0, None, [value] * 150, None, 0, 150, need * 150, 0.0, spans)
     assert [b.builder.size_in_bytes for b, _, _ in spans] == sizes
 
 

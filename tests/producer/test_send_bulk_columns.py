@@ -52,6 +52,10 @@ class _CountingCodec:
         self.calls += 1
         return self.codec.encode_run(*args)
 
+    def encode_batches(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.codec.encode_batches(*args)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.codec, name)  # its other functions (hashing, grouping)
 

@@ -1,4 +1,4 @@
-"""RecordBatchBuilder.append_many and Accumulator.append_run against the one-by-one path."""
+"""RecordBatchBuilder.append_many and run_append.append_run against the one-by-one path."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from aioproducer.protocol.records import (
     record_size_bound,
 )
 from aioproducer.results import BulkDelivery
+from aioproducer.run_append import append_run
 
 blobs = st.one_of(
     st.none(),
@@ -115,8 +116,8 @@ def test_append_run_fills_batches_and_keeps_budget_exact() -> None:
     reserved = sum(record_size_bound(0, len(v), None) for v in values)
     assert acc.budget.try_reserve(reserved)
     spans: list[Any] = []
-    appended, added, wake = acc.append_run(
-        "t", 0, 5, None, values, None, 0, 20, reserved, 0.0, spans
+    appended, added, wake = append_run(
+        acc, "t", 0, 5, None, values, None, 0, 20, reserved, 0.0, spans
     )
     assert appended == 20 and wake
     batches = list(acc.batches[("t", 0)])
@@ -142,7 +143,7 @@ def test_append_run_bad_record_keeps_earlier_ones_and_budget_exact() -> None:
     assert acc.budget.try_reserve(reserved)
     spans: list[Any] = []
     with pytest.raises(SerializationError):
-        acc.append_run("t", 0, 5, None, values, None, 0, 5, reserved, 0.0, spans)
+        append_run(acc, "t", 0, 5, None, values, None, 0, 5, reserved, 0.0, spans)
     batches = list(acc.batches[("t", 0)])
     assert sum(b.record_count for b in batches) == 3
     assert all(b.record_count for b in batches)  # no empty batch left behind
@@ -157,7 +158,7 @@ def test_bulk_delivery_counts_and_metadata() -> None:
     reserved = 10 * record_size_bound(0, 100, None)
     assert acc.budget.try_reserve(reserved)
     spans: list[Any] = []
-    acc.append_run("t", 3, 9, None, values, None, 0, 10, reserved, 0.0, spans)
+    append_run(acc, "t", 3, 9, None, values, None, 0, 10, reserved, 0.0, spans)
     bulk = BulkDelivery("t", 9)
     bulk.add_spans(spans)
     bulk.track(None)

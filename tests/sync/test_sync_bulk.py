@@ -10,6 +10,7 @@ import pytest
 
 from aioproducer import RecordTooLargeError, SyncProducer
 from aioproducer.partitioner import partition_for_key
+from aioproducer.protocol import columnar
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.verify import consume_all
 
@@ -68,3 +69,69 @@ def test_sync_send_bulk_too_large_record_names_index(
         assert producer.metrics()["buffer_bytes_in_use"] == 0
     records = consume_all(kafka.bootstrap_servers, topic, expected=3)
     assert [r.value for r in records] == [b"a", b"b", b"e"]
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compressed_keyed_columns_encoded_in_the_calling_thread_arrive_in_key_order(
+    kafka: KafkaCluster, new_topic: NewTopic, compression: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Keyed runs of a compressed bulk send of columns are encoded and compressed by the
+    # sending thread (Intake.encode_ahead); single records sent between the bulk sends go
+    # into the partitions' open batches. Read back by confluent-kafka.
+    pa = pytest.importorskip("pyarrow")
+    topic = new_topic(4)
+    rounds, rows = 3, 6000
+    expected: list[tuple[bytes, bytes]] = []
+    results = []
+    with SyncProducer(
+        kafka.bootstrap_servers, linger_ms=5, batch_size=4096, compression_type=compression
+    ) as producer:
+        # The encoder's calls made by this (the sending) thread, not the loop's.
+        caller = threading.current_thread()
+        encoded_ahead = 0
+
+        def counting(function: Any) -> Any:
+            def call(*args: Any) -> Any:
+                nonlocal encoded_ahead
+                encoded_ahead += threading.current_thread() is caller
+                return function(*args)
+
+            return call
+
+        if columnar.CODEC is not None:
+            monkeypatch.setattr(columnar, "CODEC", _Codec(columnar.CODEC, counting))
+        else:
+            numpy_encoder = counting(columnar.encode_run_numpy)
+            monkeypatch.setattr(columnar, "encode_run_numpy", numpy_encoder)
+        for r in range(rounds):
+            keys = [f"k{i % 13}".encode() for i in range(rows)]
+            values = [f"r{r}-{i}-".encode() * (1 + i % 7) for i in range(rows)]
+            results.append(
+                producer.send_bulk(topic, pa.array(values, pa.binary()), keys=pa.array(keys))
+            )
+            expected += zip(keys, values, strict=True)
+            single = (b"k3", f"single-{r}".encode())
+            producer.send(topic, single[1], key=single[0])
+            expected.append(single)
+        done = [f.result(timeout=60) for f in results]
+        producer.flush()
+    assert encoded_ahead > 0
+    assert [(d.delivered, d.failed) for d in done] == [(rows, 0)] * rounds
+    records = consume_all(kafka.bootstrap_servers, topic, expected=len(expected))
+    assert len(records) == len(expected)
+    got: dict[int, list[tuple[bytes | None, bytes | None]]] = defaultdict(list)
+    for rec in records:
+        got[rec.partition].append((rec.key, rec.value))
+    for p in range(4):
+        assert got[p] == [kv for kv in expected if partition_for_key(kv[0], 4) == p]
+
+
+class _Codec:
+    """The compiled column encoder with its encode_batches wrapped."""
+
+    def __init__(self, codec: Any, wrap: Any) -> None:
+        self.codec = codec
+        self.encode_batches = wrap(codec.encode_batches)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.codec, name)
