@@ -17,7 +17,8 @@ import anyio
 from .accumulator import ProducerBatch
 from .metrics import Metrics
 from .protocol.compression import Codec
-from .protocol.messages import ProduceRequest, ProduceResponse
+from .protocol.messages import ProduceResponse
+from .protocol.messages.produce import write_produce_body
 from .protocol.primitives import Writer
 from .protocol.records import RECORD_BATCH_OVERHEAD
 from .protocol.versions import ApiKey
@@ -99,6 +100,6 @@ class ProduceCall:
 
     def encode_body(self, w: Writer, version: int) -> None:
         """Write the request body, as a request message does."""
-        ProduceRequest(self.acks, self.timeout_ms, self.topics, self.transactional_id).encode_body(
-            w, version
+        write_produce_body(
+            w, version, self.acks, self.timeout_ms, self.topics, self.transactional_id
         )

@@ -413,9 +413,14 @@ class Sender:
         budget = self.config.max_request_size
         size = 0
         batches: list[ProducerBatch] = []
-        for i in range(len(tps)):
-            tp = tps[(start + i) % len(tps)]
-            head = self.acc.head(tp)
+        # Runs for every batch sent: what it calls is looked up once.
+        acc = self.acc
+        touch = self.cluster.touch
+        stamp = self._stamp if self.idempotent else None
+        count = len(tps)
+        for i in range(count):
+            tp = tps[(start + i) % count]
+            head = acc.head(tp)
             if head is None:
                 continue
             # Bytes on the wire: compressed batches count by their built size, or their
@@ -424,13 +429,14 @@ class Sender:
             batch_size = (
                 len(built)
                 if built is not None
-                else self.acc.compressed_estimate(tp[0], head.builder.size_in_bytes)
+                else acc.compressed_estimate(tp[0], head.builder.size_in_bytes)
             )
             if batches and size + batch_size > budget:
                 continue
-            batch = self.acc.pop_head(tp)
-            self.cluster.touch(tp[0], now)
-            self._stamp(tp, batch)
+            batch = acc.pop_head(tp)
+            touch(tp[0], now)
+            if stamp is not None:
+                stamp(tp, batch)
             batch.in_flight = True
             batches.append(batch)
             size += batch_size
@@ -502,14 +508,15 @@ class Sender:
 
     def _process_inbox(self, now: float) -> None:
         inbox = self._inbox
+        partitions = self._partitions if self.idempotent else None
         while inbox:
             call, response, error = inbox.popleft()
             self._in_flight_calls -= 1
             self.metrics.observe_latency(now - call.sent_at if call.sent_at else 0.0, call.node_id)
             for batch in call.batches:
                 batch.in_flight = False
-                if self.idempotent:
-                    state = self._partitions.get((batch.topic, batch.partition))
+                if partitions is not None:
+                    state = partitions.get((batch.topic, batch.partition))
                     if state is not None and state.in_flight > 0:
                         state.in_flight -= 1
             if error is not None:
@@ -531,8 +538,14 @@ class Sender:
             self.metrics.throttle_time_ms += response.throttle_time_ms
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         for topic in response.topics:
+            name = topic.name
             for answer in topic.partitions:
-                results[(topic.name, answer.index)] = answer
+                results[(name, answer.index)] = answer
+        # The common case, every batch written, is _succeed's work inline, with what it
+        # reads held in locals: it runs for every batch the producer sends.
+        partitions = self._partitions if self.idempotent else None
+        batch_sent = self.metrics.batch_sent
+        complete = self.acc.complete_batch
         for batch in call.batches:
             part = results.get((batch.topic, batch.partition))
             if part is None:
@@ -541,8 +554,15 @@ class Sender:
                 )
                 continue
             code = part.error_code
-            if code == ErrorCode.NONE:
-                self._succeed(batch, part.base_offset, part.log_append_time_ms)
+            if code == 0:  # ErrorCode.NONE
+                if partitions is not None and batch.sequence >= 0:
+                    state = partitions.get((batch.topic, batch.partition))
+                    if state is not None:
+                        acked = batch.sequence + batch.record_count
+                        if acked > state.acked_next:
+                            state.acked_next = acked
+                batch_sent(batch)
+                complete(batch, part.base_offset, part.log_append_time_ms)
             elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 # The broker already has this batch (an earlier attempt's answer was lost).
                 self._succeed(batch, part.base_offset, part.log_append_time_ms)

@@ -131,6 +131,18 @@ class Writer:
         else:
             self._buf += data
 
+    def pieces(self, parts: list[bytes]) -> None:
+        """Append ``parts`` as they are, in order, all kept by reference (joined once by
+        :meth:`getvalue`): a message body prepared as a list in one go, say record
+        batches between their small headers, without a call per piece."""
+        buf = self._buf
+        if buf:
+            self._chunks.append(buf)
+            self._size += len(buf)
+            self._buf = bytearray()
+        self._chunks.extend(parts)
+        self._size += sum(map(len, parts))
+
     # -- varints ------------------------------------------------------------------------
 
     def uvarint(self, value: int) -> None:
@@ -395,6 +407,18 @@ class Reader:
             raise self._truncated(fmt.size)
         self._pos = pos + fmt.size
         return fmt.unpack_from(self._data, pos)
+
+    def skip_if(self, expected: bytes) -> bool:
+        """Skip the next bytes and return True if they are exactly ``expected``; else read
+        nothing and return False. A decoder's fast path for a common run of fields (say,
+        empty arrays, a null string and no tagged fields) that would otherwise be read
+        one call at a time."""
+        pos = self._pos
+        end = pos + len(expected)
+        if end <= self._end and self._data[pos:end] == expected:
+            self._pos = end
+            return True
+        return False
 
     def view(self, size: int) -> memoryview:
         """Return the next ``size`` bytes as a memoryview (no copy) and skip past them."""

@@ -304,6 +304,68 @@ def test_produce_v9_request() -> None:
     check_request(ProduceRequest(1, 30000, [("t", [(0, b"RB")])], "tx"), 9, 7, frame)
 
 
+def _produce_topics() -> list[tuple[str, list[tuple[int, bytes]]]]:
+    # Batches whose compact lengths take one, two and three varint bytes, and a topic
+    # without partitions after them.
+    return [("a", [(0, b"x" * 5), (1, b"y" * 200), (2, b"z" * 20000)]), ("b", [])]
+
+
+def test_produce_v9_request_many_partitions() -> None:
+    frame = h(
+        "0000", "0009", "00000007", "000163", "00",  # header v2
+        "00",  # transactional id null
+        "0001", "00007530",  # acks 1, timeout
+        "03", "0261", "04",  # two topics; "a", three partitions
+        "00000000", "06", "78" * 5, "00",  # partition 0: 5 bytes, tags
+        "00000001", "c901", "79" * 200, "00",  # partition 1: 200 bytes
+        "00000002", "a19c01", "7a" * 20000, "00",  # partition 2: 20000 bytes
+        "00",  # topic tags
+        "0262", "01", "00",  # "b", no partitions, topic tags
+        "00",  # tagged fields
+    )  # fmt: skip
+    frame = len(frame).to_bytes(4, "big") + frame
+    check_request(ProduceRequest(1, 30000, _produce_topics()), 9, 7, frame)
+
+
+def test_produce_v3_request_many_partitions() -> None:
+    frame = h(
+        "0000", "0003", "00000007", "000163",  # header v1
+        "ffff", "0001", "00007530",  # transactional id null, acks 1, timeout
+        "00000002", "000161", "00000003",  # two topics; "a", three partitions
+        "00000000", "00000005", "78" * 5,
+        "00000001", "000000c8", "79" * 200,
+        "00000002", "00004e20", "7a" * 20000,
+        "000162", "00000000",  # "b", no partitions
+    )  # fmt: skip
+    frame = len(frame).to_bytes(4, "big") + frame
+    check_request(ProduceRequest(1, 30000, _produce_topics()), 3, 7, frame)
+
+
+def test_produce_v11_response_plain_and_detailed_partitions() -> None:
+    # A partition with nothing more to say is read in one step; one with a message after
+    # it, and one with record errors, still field by field.
+    plain = "ffffffffffffffff" + "0000000000000000" + "01" + "00" + "00"
+    payload = h(
+        "00000009", "00",
+        "02", "0274",
+        "04",
+        "00000000", "0000", "0000000000000005", plain,
+        "00000001", "0057", "ffffffffffffffff", "ffffffffffffffff", "ffffffffffffffff",
+        "01", "04626164", "00",  # no record errors, message "bad", tags
+        "00000002", "0000", "0000000000000007", plain,
+        "00",  # topic tags
+        "00000000", "00",
+    )  # fmt: skip
+    partitions = [
+        ProducePartitionResponse(0, 0, 5, -1, 0),
+        ProducePartitionResponse(1, 87, -1, -1, -1, [], "bad"),
+        ProducePartitionResponse(2, 0, 7, -1, 0),
+    ]
+    check_response(
+        ProduceRequest, 11, payload, ProduceResponse([ProduceTopicResponse("t", partitions)])
+    )
+
+
 def test_produce_v9_response() -> None:
     payload = h(
         "00000007", "00",  # header v1

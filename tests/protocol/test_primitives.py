@@ -483,3 +483,22 @@ def test_arbitrary_bytes_never_raise_anything_but_protocol_error(data: bytes) ->
     for read in readers:
         with contextlib.suppress(ProtocolError):
             read(Reader(data))
+
+
+def test_skip_if_skips_only_an_exact_match() -> None:
+    r = Reader(b"\x01\x00\x00\x07")
+    assert not r.skip_if(b"\x01\x00\x01")  # differs: nothing read
+    assert r.pos == 0
+    assert r.skip_if(b"\x01\x00\x00")
+    assert r.pos == 3
+    assert not r.skip_if(b"\x07\x00")  # runs past the end: nothing read
+    assert r.int8() == 7
+
+
+def test_pieces_keeps_order_and_size() -> None:
+    w = Writer()
+    w.int16(1)
+    w.pieces([b"ab", b"c" * 3000, b""])
+    w.raw(b"d")
+    assert len(w) == 2 + 2 + 3000 + 1
+    assert w.getvalue(size_prefix=True) == struct.pack(">ih", 3005, 1) + b"ab" + b"c" * 3000 + b"d"

@@ -21,6 +21,7 @@ __all__ = [
     "ProduceRequest",
     "ProduceResponse",
     "ProduceTopicResponse",
+    "write_produce_body",
 ]
 
 _FLEXIBLE = 9
@@ -29,10 +30,20 @@ _TAG_NODE_ENDPOINTS = 0  # top level, v10+
 
 _INDEX_AND_SIZE = struct.Struct(">ii")
 _INDEX = struct.Struct(">i")
+# A flexible partition's index and the compact length of its records (size + 1), as one
+# or two varint bytes: every batch up to 16 KiB.
+_INDEX_VARINT1 = struct.Struct(">iB")
+_INDEX_VARINT2 = struct.Struct(">iBB")
+_I16 = struct.Struct(">h")
+_NO_TAGS = b"\x00"
 _LEADER = struct.Struct(">ii")
 # index, error code, base offset, log append time [, log start offset (v5+)]
 _PARTITION_V3 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")
+# What follows the fixed fields of a flexible partition result when the broker has nothing
+# more to say (every batch written): no record errors, a null error message, no tagged
+# fields. Nearly every answer is this: skipped in one step.
+_FLEX_PARTITION_PLAIN = b"\x01\x00\x00"
 
 
 @dataclass(slots=True)
@@ -81,6 +92,8 @@ class ProducePartitionResponse:
         """Read a partition result in ``version``."""
         flex = version >= _FLEXIBLE
         result = cls(*r.unpack(_PARTITION_V5 if version >= 5 else _PARTITION_V3))
+        if flex and r.skip_if(_FLEX_PARTITION_PLAIN):
+            return result
         if version >= 8:
             for _ in range(r.array_length(flex, 5)):
                 batch_index = r.int32()
@@ -124,7 +137,8 @@ class ProduceResponse(Response):
         topics: list[ProduceTopicResponse] = []
         for _ in range(r.array_length(flex, 3)):
             name = r.string(flex)
-            partitions = r.array(lambda: ProducePartitionResponse.decode(r, version), flex, 22)
+            decode = ProducePartitionResponse.decode
+            partitions = [decode(r, version) for _ in range(r.array_length(flex, 22))]
             end_struct(r, flex)
             topics.append(ProduceTopicResponse(name, partitions))
         throttle = r.int32()
@@ -185,28 +199,9 @@ class ProduceRequest(Request[ProduceResponse]):
 
     def encode_body(self, w: Writer, version: int) -> None:
         """Write the body in ``version``."""
-        flex = version >= _FLEXIBLE
-        w.nullable_string(self.transactional_id, flex)
-        w.int16(self.acks)
-        w.int32(self.timeout_ms)
-        w.array_length(len(self.topics), flex)
-        if flex:
-            for name, partitions in self.topics:
-                w.compact_string(name)
-                w.uvarint(len(partitions) + 1)
-                for index, records in partitions:
-                    w.raw(_INDEX.pack(index) + uvarint_bytes(len(records) + 1))
-                    w.raw(records)
-                    w.raw(b"\x00")  # partition tagged fields
-                w.raw(b"\x00")  # topic tagged fields
-            w.raw(b"\x00")  # request tagged fields
-        else:
-            for name, partitions in self.topics:
-                w.string(name)
-                w.raw(_INDEX.pack(len(partitions)))
-                for index, records in partitions:
-                    w.raw(_INDEX_AND_SIZE.pack(index, len(records)))
-                    w.raw(records)
+        write_produce_body(
+            w, version, self.acks, self.timeout_ms, self.topics, self.transactional_id
+        )
 
     @classmethod
     def decode_body(cls, r: Reader, version: int) -> ProduceRequest:
@@ -228,3 +223,59 @@ class ProduceRequest(Request[ProduceResponse]):
             topics.append((name, partitions))
         end_struct(r, flex)
         return cls(acks, timeout_ms, topics, transactional_id)
+
+
+def write_produce_body(
+    w: Writer,
+    version: int,
+    acks: int,
+    timeout_ms: int,
+    topics: list[tuple[str, list[tuple[int, bytes]]]],
+    transactional_id: str | None = None,
+) -> None:
+    """Write a produce request body in ``version``: ``topics`` is [(topic, [(partition,
+    record batch bytes)])], as :class:`ProduceRequest` holds them.
+
+    On the producer's hot path: the body after its first fields is prepared as one list of
+    pieces (each partition's small header joined with whatever precedes it, then its record
+    batch by reference) and handed to the writer in one call, so each batch is copied
+    once, into the finished frame.
+    """
+    flex = version >= _FLEXIBLE
+    w.nullable_string(transactional_id, flex)
+    w.int16(acks)
+    w.int32(timeout_ms)
+    w.array_length(len(topics), flex)
+    parts: list[bytes] = []
+    # Bytes written since the last record batch, put in front of the next piece.
+    pending = b""
+    if flex:
+        for name, partitions in topics:
+            data = name.encode()
+            pending += uvarint_bytes(len(data) + 1) + data + uvarint_bytes(len(partitions) + 1)
+            for index, records in partitions:
+                size = len(records) + 1
+                if size < 0x80:
+                    head = _INDEX_VARINT1.pack(index, size)
+                elif size < 0x4000:
+                    head = _INDEX_VARINT2.pack(index, size & 0x7F | 0x80, size >> 7)
+                else:
+                    head = _INDEX.pack(index) + uvarint_bytes(size)
+                parts.append(pending + head)
+                parts.append(records)
+                pending = _NO_TAGS  # the partition's tagged fields
+            pending += _NO_TAGS  # the topic's
+        parts.append(pending + _NO_TAGS)  # the request's
+    else:
+        for name, partitions in topics:
+            data = name.encode()
+            if len(data) > 0x7FFF:
+                raise ValueError(f"string too long for an int16 length: {len(data)} bytes")
+            pending += _I16.pack(len(data)) + data + _INDEX.pack(len(partitions))
+            for index, records in partitions:
+                parts.append(pending + _INDEX_AND_SIZE.pack(index, len(records)))
+                parts.append(records)
+                pending = b""
+        if pending:
+            parts.append(pending)
+    w.pieces(parts)
