@@ -32,7 +32,7 @@ from .errors import (
 )
 from .intake import ColumnRun, Intake, PreparedRecord
 from .producer import Producer
-from .results import BulkDelivery, DeliveryHandle
+from .results import BulkDelivery
 from .runner import LoopRunner
 from .sending import FutureCallback, HandoffCore, Pending, Tally
 
@@ -85,8 +85,8 @@ class Handoff(HandoffCore, Generic[P]):
     Thread side (any thread): :meth:`put`, :meth:`put_many`, :meth:`put_runs`,
     :meth:`topic_info`, :meth:`wait_for`, :meth:`when_done`, :meth:`tally`, :meth:`close`.
     ``cond`` guards the pending chunk, the counters and ``open``. Loop side: :meth:`pump`
-    and the batch callbacks. ``promise(handoff, pending, position)`` makes what
-    :meth:`put` returns for a record. The common cases per record (a record admitted at
+    and the batch callbacks. ``promise(handoff, pending, position, record)`` makes what
+    :meth:`put` returns for a record (the record given to read its timestamp and sizes). The common cases per record (a record admitted at
     once, a record appended) are :class:`~aioproducer.sending.HandoffCore`'s, compiled.
     """
 
@@ -95,7 +95,7 @@ class Handoff(HandoffCore, Generic[P]):
         intake: Intake,
         runner: LoopRunner,
         max_block: float,
-        promise: Callable[[Handoff[P], Pending, int], P],
+        promise: Callable[[Handoff[P], Pending, int, PreparedRecord], P],
     ) -> None:
         super().__init__(intake, promise, self._wake)
         self.runner = runner
@@ -155,7 +155,7 @@ class Handoff(HandoffCore, Generic[P]):
             else:
                 fast = False
         if fast:
-            return [promise(self, pending, i) for i in range(first, first + len(records))]
+            return [promise(self, pending, first + i, record) for i, record in enumerate(records)]
         with cond:
             self._check_open()
             added = 0
@@ -168,7 +168,7 @@ class Handoff(HandoffCore, Generic[P]):
                     pending.entries.append(record)
                     pending.nbytes += need
                     added += 1
-                    out.append(promise(self, pending, len(pending.entries) - 1))
+                    out.append(promise(self, pending, len(pending.entries) - 1, record))
             finally:
                 self.counts.records += added
                 if self.pending.entries:
@@ -219,8 +219,9 @@ class Handoff(HandoffCore, Generic[P]):
             finally:
                 self.waiting -= 1
 
-    def outcome(self, pending: Pending, pos: int) -> DeliveryHandle | BaseException | None:
-        """The outcome of entry ``pos`` of ``pending``; None until the loop has taken it."""
+    def outcome(self, pending: Pending, pos: int) -> ProducerBatch | BaseException | None:
+        """Where entry ``pos`` of ``pending`` went: the batch holding the record, or the
+        error that kept it out; None until the loop has taken it."""
         outcomes = pending.outcomes
         return outcomes[pos] if pos < len(outcomes) else None
 
@@ -232,8 +233,9 @@ class Handoff(HandoffCore, Generic[P]):
             if out is None:
                 pending.callbacks.append((pos, callback))
                 return True
-        if type(out) is DeliveryHandle and not out.done():
-            self.runner.call_soon(_on_done, out, callback)
+        if isinstance(out, ProducerBatch) and not out.done:
+            # On the batch itself, which calls it with the batch: no closure per record.
+            self.runner.call_soon(out.add_done_callback, callback)
             return True
         return False
 
@@ -417,8 +419,8 @@ class Handoff(HandoffCore, Generic[P]):
                 out = self.outcome(pending, pos)
                 if out is None:
                     keep.append((pos, callback))
-                elif type(out) is DeliveryHandle and not out.done():
-                    _on_done(out, callback)
+                elif isinstance(out, ProducerBatch) and not out.done:
+                    out.add_done_callback(callback)
                 else:
                     now.append(callback)
             pending.callbacks = keep
@@ -462,7 +464,7 @@ class Engine(Generic[P]):
         kwargs: dict[str, Any],
         config: ProducerConfig,
         runner: LoopRunner,
-        promise: Callable[[Handoff[P], Pending, int], P],
+        promise: Callable[[Handoff[P], Pending, int, PreparedRecord], P],
     ):
         self.kwargs = kwargs
         self.config = config
@@ -551,8 +553,3 @@ class Engine(Generic[P]):
     async def partitions_for(self, topic: str) -> list[int]:
         assert self.producer is not None
         return await self.producer.partitions_for(topic)
-
-
-def _on_done(handle: DeliveryHandle, callback: FutureCallback) -> None:
-    # On the batch itself, which calls it with the batch: no closure per record.
-    handle.position()[0].add_done_callback(callback)

@@ -353,6 +353,13 @@ class Intake:
         topic, key, value, hdrs, ts, explicit, need = record
         return self._place(topic, key, value, hdrs, ts, explicit, need, info)
 
+    def append_at(self, record: PreparedRecord, info: TopicInfo) -> tuple[ProducerBatch, int]:
+        """:meth:`append` without a handle: the batch holding the record and its index
+        there (a thread's record, whose promise reads its outcome from the batch)."""
+        topic, key, value, hdrs, ts, explicit, need = record
+        batch, index, _wake = self._put(topic, key, value, hdrs, ts, explicit, need, info)
+        return batch, index
+
     def _place(
         self,
         topic: str,
@@ -365,6 +372,30 @@ class Intake:
         info: TopicInfo,
     ) -> tuple[DeliveryHandle, bool]:
         # append() with the record's fields (offer() has them unpacked).
+        batch, index, wake = self._put(topic, key, value, hdrs, ts, explicit, need, info)
+        handle = new_handle(
+            self._handle_class,
+            batch,
+            index,
+            ts,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+        return cast(DeliveryHandle, handle), wake
+
+    def _put(
+        self,
+        topic: str,
+        key: bytes | bytearray | None,
+        value: bytes | bytearray | None,
+        hdrs: HeaderList | None,
+        ts: int,
+        explicit: int | None,
+        need: int,
+        info: TopicInfo,
+    ) -> tuple[ProducerBatch, int, bool]:
+        # Choose the partition and append: the batch, the record's index in it and
+        # whether the sender was woken (a fixed-size tuple: compiled, returned unboxed).
         # The sticky partitioner's [partition, bytes produced] for the topic, read and
         # updated in place (no call per record), when it places this record.
         state: list[int] | None = None
@@ -387,14 +418,6 @@ class Intake:
             raise
         acc = self._acc
         batch, index, wake = acc.append(topic, part, ts, key, value, hdrs, need)
-        handle = new_handle(
-            self._handle_class,
-            batch,
-            index,
-            ts,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
         if state is not None:
             produced = state[1] + need
             state[1] = produced
@@ -407,7 +430,7 @@ class Intake:
                 )
         if wake:
             self._wake_sender()
-        return cast(DeliveryHandle, handle), wake
+        return batch, index, wake
 
     def append_run(self, run: ColumnRun, info: TopicInfo) -> bool:
         """Append a :class:`ColumnRun` whose ``size`` is reserved, adding where its records

@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from anyio.lowlevel import cancel_shielded_checkpoint
 
 from ._mypyc import mypyc_attr
+from .accumulator import ProducerBatch, new_handle
 from .budget import MemoryBudget
 from .cluster import Cluster
 from .errors import KafkaError, ProducerClosedError, UnknownTopicOrPartitionError
@@ -115,9 +116,13 @@ class Pending:
         self.entries: list[Any] = []
         #: Bytes the entries were admitted with, not yet charged to the budget.
         self.nbytes = 0
-        #: Per entry, once the loop has taken it: a record's DeliveryHandle, or the error
-        #: that kept it out of the accumulator; None for a bulk send's entries.
-        self.outcomes: list[DeliveryHandle | BaseException | None] = []
+        #: Per entry, once the loop has taken it: the batch holding a record, or the
+        #: error that kept it out of the accumulator; None for a bulk send's entries.
+        #: No handle per record: a record's promise reads its outcome from the batch,
+        #: so each record keeps one object alive until it settles, not two.
+        self.outcomes: list[ProducerBatch | BaseException | None] = []
+        #: Per entry, alongside ``outcomes``: a record's index in its batch (else 0).
+        self.indexes: list[int] = []
         #: (position, callback) added before the loop took the entry at that position.
         self.callbacks: list[tuple[int, FutureCallback]] = []
 
@@ -134,7 +139,10 @@ class HandoffCore:
     """
 
     def __init__(
-        self, intake: Intake, promise: Callable[[Any, Pending, int], Any], wake: Callable[[], None]
+        self,
+        intake: Intake,
+        promise: Callable[[Any, Pending, int, PreparedRecord], Any],
+        wake: Callable[[], None],
     ) -> None:
         self.intake = intake
         self.cluster: Cluster = intake.cluster
@@ -180,7 +188,7 @@ class HandoffCore:
             lock.release()
         if pos < 0:
             return record  # closed (the general path raises) or no room (it waits)
-        return self.promise(self, pending, pos)
+        return self.promise(self, pending, pos, record)
 
     def take(
         self,
@@ -196,6 +204,7 @@ class HandoffCore:
         intake = self.intake
         entries = pending.entries
         outcomes = pending.outcomes
+        indexes = pending.indexes
         failed = 0
         first_error: BaseException | None = None
         last_topic: Any = None
@@ -204,6 +213,7 @@ class HandoffCore:
             record = entries[i]
             if type(record) is not PreparedRecord:
                 outcomes.append(None)
+                indexes.append(0)
                 bad, error = other(record, topics)
                 if bad:
                     failed += bad
@@ -220,15 +230,19 @@ class HandoffCore:
                     raise UnknownTopicOrPartitionError(
                         f"topic {topic!r} is no longer in the cluster's metadata"
                     )
-                outcomes.append(intake.append(record, info)[0])
+                batch, index = intake.append_at(record, info)
+                outcomes.append(batch)
+                indexes.append(index)
             except KafkaError as exc:
                 outcomes.append(exc)
+                indexes.append(0)
                 failed += 1
                 if first_error is None:
                     first_error = exc
             except Exception as exc:  # a custom partitioner's bug fails its record only
                 err = partitioner_failed(exc)
                 outcomes.append(err)
+                indexes.append(0)
                 failed += 1
                 if first_error is None:
                     first_error = err
@@ -299,33 +313,68 @@ class SyncSendPath:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class PromiseCore:
     """Package-internal: the fields of :class:`~aioproducer.sync.DeliveryFuture`, which
-    subclasses it; compiled, building one per record runs no Python code."""
+    subclasses it; compiled, building one per record runs no Python code.
 
-    __slots__ = ("_handoff", "_pending", "_pos")
+    It is the only object a record keeps alive until it settles: where the record went
+    is read from its chunk (:class:`Pending`: the batch and the index there), and the
+    record's timestamp and sizes are kept here, as machine integers, for its metadata.
+    A :class:`~aioproducer.DeliveryHandle` is built only when the outcome is asked for.
+    """
 
-    def __init__(self, handoff: Any, pending: Pending, pos: int) -> None:
+    __slots__ = ("_handoff", "_key_size", "_pending", "_pos", "_timestamp_ms", "_value_size")
+
+    def __init__(self, handoff: Any, pending: Pending, pos: int, record: PreparedRecord) -> None:
         self._handoff = handoff
         self._pending = pending
         self._pos = pos
+        key = record[1]
+        value = record[2]
+        self._timestamp_ms: int = record[4]
+        self._key_size: int = -1 if key is None else len(key)
+        self._value_size: int = -1 if value is None else len(value)
 
     def _outcome(self) -> DeliveryHandle | BaseException | None:
-        # None until the loop has taken the record.
+        """The record's handle or the error that kept it out of a batch; None until the
+        loop has taken the record."""
+        pending = self._pending
+        outcomes = pending.outcomes
+        pos = self._pos
+        if pos >= len(outcomes):
+            return None
+        out = outcomes[pos]
+        if isinstance(out, ProducerBatch):
+            handle = new_handle(
+                DeliveryHandle,
+                out,
+                pending.indexes[pos],
+                self._timestamp_ms,
+                self._key_size,
+                self._value_size,
+            )
+            return cast(DeliveryHandle, handle)
+        return out
+
+    def _is_done(self) -> bool:
+        """Whether the record is done (delivered or failed)."""
         outcomes = self._pending.outcomes
         pos = self._pos
-        return outcomes[pos] if pos < len(outcomes) else None
+        if pos >= len(outcomes):
+            return False
+        out = outcomes[pos]
+        return not isinstance(out, ProducerBatch) or out.done
 
     def _settled(self) -> DeliveryHandle | BaseException | None:
         """The outcome once the record is done (delivered or failed), else None."""
-        out = self._outcome()
-        if isinstance(out, DeliveryHandle) and not out.settled():
+        if not self._is_done():
             return None
-        return out
+        return self._outcome()
 
     def _error(self) -> BaseException | PromiseCore | None:
         """Once the record is done, its error (None if it was delivered); else ``self``."""
-        out = self._settled()
-        if out is None:
+        if not self._is_done():
             return self
-        if isinstance(out, DeliveryHandle):
-            return out.failure()
+        pending = self._pending
+        out = pending.outcomes[self._pos]
+        if isinstance(out, ProducerBatch):
+            return out.outcome(pending.indexes[self._pos])[2]
         return out

@@ -60,14 +60,14 @@ class DeliveryFuture(PromiseCore):
     For ``concurrent.futures.wait()`` or ``as_completed()`` use :meth:`as_future`.
     """
 
-    # The fields, the constructor (handoff, pending, position) and the outcome's lookup
-    # are PromiseCore's (``sending.py``): compiled, it builds a future per record without
-    # running Python code.
+    # The fields, the constructor (handoff, pending, position, record) and the outcome's
+    # lookup are PromiseCore's (``sending.py``): compiled, it builds a future per record
+    # without running Python code, and it is the one object a record keeps alive.
     __slots__ = ("__weakref__",)
 
     def done(self) -> bool:
         """Whether the record has been delivered or has failed."""
-        return self._settled() is not None
+        return self._is_done()
 
     def running(self) -> bool:
         """Whether the delivery is still pending (it is never cancellable)."""
