@@ -30,7 +30,7 @@ from .errors import (
     ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
-from .intake import ColumnRun, Intake, PreparedRecord
+from .intake import ColumnRun, Intake, PreparedRecord, RecordFields
 from .producer import Producer
 from .results import BulkDelivery
 from .runner import LoopRunner
@@ -76,7 +76,7 @@ class BulkEnd(NamedTuple):
     ahead: int = 0
 
 
-Entry = PreparedRecord | ColumnRun | BulkEnd
+Entry = PreparedRecord | RecordFields | ColumnRun | BulkEnd
 
 
 class Handoff(HandoffCore, Generic[P]):
@@ -95,7 +95,7 @@ class Handoff(HandoffCore, Generic[P]):
         intake: Intake,
         runner: LoopRunner,
         max_block: float,
-        promise: Callable[[Handoff[P], Pending, int, PreparedRecord], P],
+        promise: Callable[[Handoff[P], Pending, int, RecordFields], P],
     ) -> None:
         super().__init__(intake, promise, self._wake)
         self.runner = runner
@@ -123,13 +123,13 @@ class Handoff(HandoffCore, Generic[P]):
             info = self.runner.call(self.intake.wait_for_topic, topic, self.max_block)
         return info
 
-    def put(self, record: PreparedRecord) -> P:
+    def put(self, record: RecordFields) -> P:
         """Hand one checked record over, waiting for buffer space as needed (the general
         case of :meth:`~aioproducer.sending.HandoffCore.send`)."""
         self.topic_info(record[0])  # waits for the topic's metadata if it is not loaded
         return self.put_many([record])[0]
 
-    def put_many(self, records: list[PreparedRecord]) -> list[P]:
+    def put_many(self, records: Sequence[RecordFields]) -> list[P]:
         """Hand checked records (of topics with loaded metadata) over, in order, waiting
         for buffer space as needed."""
         for record in records:
@@ -464,7 +464,7 @@ class Engine(Generic[P]):
         kwargs: dict[str, Any],
         config: ProducerConfig,
         runner: LoopRunner,
-        promise: Callable[[Handoff[P], Pending, int, PreparedRecord], P],
+        promise: Callable[[Handoff[P], Pending, int, RecordFields], P],
     ):
         self.kwargs = kwargs
         self.config = config

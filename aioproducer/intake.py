@@ -42,6 +42,7 @@ __all__ = [
     "Intake",
     "PreparedColumns",
     "PreparedRecord",
+    "RecordFields",
     "aligned",
     "check_topic",
     "invalid_partition",
@@ -73,6 +74,12 @@ class PreparedRecord(NamedTuple):
     #: The bytes it reserves in the memory budget: its :func:`record_size_bound`.
     size: int
 
+
+#: A :class:`PreparedRecord`'s fields as a plain tuple (:meth:`Intake.fields`): what a
+#: thread hands over in the common case. Either is accepted wherever a record is. The
+#: topic, key and value are typed Any: compiled, a narrower type is checked on return,
+#: and a topic that is not a str must reach ``check_topic``'s clear error.
+RecordFields = tuple[Any, Any, Any, HeaderList | None, int, Any, int]
 
 # tuple.__new__ directly: a NamedTuple's own __new__ adds a Python frame per record.
 _tuple_new = tuple.__new__
@@ -152,6 +159,20 @@ class Intake:
         or ``InvalidArgumentError``. ``headers`` is :data:`Headers` or None."""
         key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
         return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
+
+    def fields(
+        self,
+        topic: Any,
+        key: Any,
+        value: Any,
+        headers: Any,
+        partition: Any,
+        timestamp_ms: Any,
+    ) -> RecordFields:
+        """:meth:`record` as a plain tuple: compiled, built in one allocation, where a
+        :class:`PreparedRecord` (a tuple subclass) takes two and a generic call."""
+        key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
+        return topic, key, value, hdrs, timestamp_ms, partition, size
 
     def _check(
         self, topic: Any, key: Any, value: Any, headers: Any, timestamp_ms: Any
@@ -353,7 +374,7 @@ class Intake:
         topic, key, value, hdrs, ts, explicit, need = record
         return self._place(topic, key, value, hdrs, ts, explicit, need, info)
 
-    def append_at(self, record: PreparedRecord, info: TopicInfo) -> tuple[ProducerBatch, int]:
+    def append_at(self, record: RecordFields, info: TopicInfo) -> tuple[ProducerBatch, int]:
         """:meth:`append` without a handle: the batch holding the record and its index
         there (a thread's record, whose promise reads its outcome from the batch)."""
         topic, key, value, hdrs, ts, explicit, need = record

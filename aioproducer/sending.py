@@ -28,7 +28,7 @@ from .accumulator import ProducerBatch, new_handle
 from .budget import MemoryBudget
 from .cluster import Cluster
 from .errors import KafkaError, ProducerClosedError, UnknownTopicOrPartitionError
-from .intake import Intake, PreparedRecord, partitioner_failed
+from .intake import Intake, PreparedRecord, RecordFields, partitioner_failed
 from .results import DeliveryHandle
 
 __all__ = [
@@ -112,7 +112,9 @@ class Pending:
     """Entries handed over by threads between two wake-ups of the loop."""
 
     def __init__(self) -> None:
-        #: Records (:class:`~aioproducer.intake.PreparedRecord`) and bulk-send entries.
+        #: Records (:class:`~aioproducer.intake.PreparedRecord` or, handed over by
+        #: :meth:`HandoffCore.send`, a plain :data:`~aioproducer.intake.RecordFields`
+        #: tuple) and bulk-send entries.
         self.entries: list[Any] = []
         #: Bytes the entries were admitted with, not yet charged to the budget.
         self.nbytes = 0
@@ -141,7 +143,7 @@ class HandoffCore:
     def __init__(
         self,
         intake: Intake,
-        promise: Callable[[Any, Pending, int, PreparedRecord], Any],
+        promise: Callable[[Any, Pending, int, RecordFields], Any],
         wake: Callable[[], None],
     ) -> None:
         self.intake = intake
@@ -162,8 +164,9 @@ class HandoffCore:
     ) -> Any:
         """Check one record (bad input raises here) and admit it if its topic's metadata is
         loaded, it names no partition and the buffer has room at once: its promise. Else
-        the checked :class:`~aioproducer.intake.PreparedRecord`, for the general path."""
-        record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
+        the checked record (a plain tuple, :data:`~aioproducer.intake.RecordFields`), for
+        the general path."""
+        record = self.intake.fields(topic, key, value, headers, partition, timestamp_ms)
         if partition is not None or self.cluster.snapshot.topics.get(topic) is None:
             return record
         need: int = record[6]
@@ -211,7 +214,7 @@ class HandoffCore:
         info: Any = None
         for i in range(start, stop):
             record = entries[i]
-            if type(record) is not PreparedRecord:
+            if type(record) is not tuple and type(record) is not PreparedRecord:
                 outcomes.append(None)
                 indexes.append(0)
                 bad, error = other(record, topics)
@@ -304,7 +307,7 @@ class SyncSendPath:
             return self._other(owner, topic, value, key, headers, partition, timestamp_ms)
         handoff: HandoffCore = engine.handoff
         out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
-        if isinstance(out, PreparedRecord):
+        if type(out) is tuple:
             # Checked, but it must wait for its topic's metadata or for buffer space.
             return engine.handoff.put(out)
         return out
@@ -323,7 +326,7 @@ class PromiseCore:
 
     __slots__ = ("_handoff", "_key_size", "_pending", "_pos", "_timestamp_ms", "_value_size")
 
-    def __init__(self, handoff: Any, pending: Pending, pos: int, record: PreparedRecord) -> None:
+    def __init__(self, handoff: Any, pending: Pending, pos: int, record: RecordFields) -> None:
         self._handoff = handoff
         self._pending = pending
         self._pos = pos

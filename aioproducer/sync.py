@@ -351,7 +351,7 @@ class SyncProducer:
         handoff = engine.handoff
         # Compiled: checks the record and, in the common case, admits it at once.
         out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
-        if type(out) is PreparedRecord:
+        if type(out) is tuple:  # a checked record (intake.RecordFields)
             return handoff.put(out)  # it waits for metadata or buffer space, or raises
         future: DeliveryFuture = out
         return future

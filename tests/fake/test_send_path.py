@@ -19,6 +19,7 @@ import pytest
 
 import aioproducer
 from aioproducer import DeliveryHandle, Producer, SerializationError, speedups
+from aioproducer.errors import InvalidArgumentError
 from aioproducer.testing import FakeCluster
 
 pytestmark = pytest.mark.anyio
@@ -241,3 +242,14 @@ def test_a_sync_record_keeps_its_future_alone_alive_and_its_metadata_whole(
     assert [(r.value, r.timestamp_ms) for r in stored[:200]] == [
         (b"v%03d" % i, 1000 + i) for i in range(200)
     ]
+
+
+def test_a_sync_send_to_a_topic_that_is_not_a_str_raises_a_clear_error(fake: FakeCluster) -> None:
+    # The compiled send hands a record over as a plain tuple; its topic is not type-checked
+    # on the way, so the general path's topic check names what was wrong.
+    with aioproducer.SyncProducer(fake.bootstrap_servers, linger_ms=1) as producer:
+        assert producer.send("t", b"ok").result(30).offset == 0
+        for topic in (123, None, b"t"):
+            with pytest.raises(InvalidArgumentError, match="topic must be a non-empty"):
+                producer.send(topic, b"v")  # type: ignore[arg-type]
+        assert producer.send("t", b"after").result(30).offset == 1
