@@ -158,6 +158,11 @@ class HandoffCore:
         self.pending = Pending()
         self.wake_scheduled = False
         self.counts = Tally()
+        # (metadata snapshot, topic) of the latest record send() found loaded: records in
+        # a row for one topic skip an attribute read and a dict lookup of the uncompiled
+        # metadata classes. One field replaced whole, so any thread may read and write
+        # it; snapshots are replaced, never changed, so it holds while one is current.
+        self._seen: tuple[Any, Any] = (None, None)
 
     def send(
         self, topic: Any, value: Any, key: Any, headers: Any, partition: Any, timestamp_ms: Any
@@ -167,8 +172,14 @@ class HandoffCore:
         the checked record (a plain tuple, :data:`~aioproducer.intake.RecordFields`), for
         the general path."""
         record = self.intake.fields(topic, key, value, headers, partition, timestamp_ms)
-        if partition is not None or self.cluster.snapshot.topics.get(topic) is None:
+        if partition is not None:
             return record
+        snapshot = self.cluster.snapshot
+        seen = self._seen
+        if seen[0] is not snapshot or seen[1] is not topic:
+            if snapshot.topics.get(topic) is None:
+                return record
+            self._seen = (snapshot, topic)
         need: int = record[6]
         pos = -1
         lock = self.lock
