@@ -86,8 +86,9 @@ class Handoff(HandoffCore, Generic[P]):
     :meth:`topic_info`, :meth:`wait_for`, :meth:`when_done`, :meth:`tally`, :meth:`close`.
     ``cond`` guards the pending chunk, the counters and ``open``. Loop side: :meth:`pump`
     and the batch callbacks. ``promise(handoff, pending, position, record)`` makes what
-    :meth:`put` returns for a record (the record given to read its timestamp and sizes). The common cases per record (a record admitted at
-    once, a record appended) are :class:`~aioproducer.sending.HandoffCore`'s, compiled.
+    :meth:`put` returns for a record (given the record for its timestamp and sizes). The
+    common cases per record (a record admitted at once, a record appended) are
+    :class:`~aioproducer.sending.HandoffCore`'s, compiled.
     """
 
     def __init__(
