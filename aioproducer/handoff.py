@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from .accumulator import ProducerBatch
 from .cluster import TopicInfo
@@ -34,7 +34,7 @@ from .intake import ColumnRun, Intake, PreparedRecord, RecordFields
 from .producer import Producer
 from .results import BulkDelivery
 from .runner import LoopRunner
-from .sending import FutureCallback, HandoffCore, Pending, Tally
+from .sending import FutureCallback, HandoffCore, Pending, PromiseCore, Tally, new_promise
 
 __all__ = [
     "CLOSED",
@@ -48,7 +48,7 @@ __all__ = [
     "Tally",
 ]
 
-P = TypeVar("P")
+P = TypeVar("P", bound=PromiseCore)
 
 #: An :class:`Engine`'s states.
 NEW, RUNNING, CLOSING, CLOSED = range(4)
@@ -85,9 +85,8 @@ class Handoff(HandoffCore, Generic[P]):
     Thread side (any thread): :meth:`put`, :meth:`put_many`, :meth:`put_runs`,
     :meth:`topic_info`, :meth:`wait_for`, :meth:`when_done`, :meth:`tally`, :meth:`close`.
     ``cond`` guards the pending chunk, the counters and ``open``. Loop side: :meth:`pump`
-    and the batch callbacks. ``promise(handoff, pending, position, record)`` makes what
-    :meth:`put` returns for a record (given the record for its timestamp and sizes). The
-    common cases per record (a record admitted at once, a record appended) are
+    and the batch callbacks. ``promise`` is the class of what :meth:`put` returns for a
+    record (:func:`~aioproducer.sending.new_promise` builds it). The common cases per record (a record admitted at once, a record appended) are
     :class:`~aioproducer.sending.HandoffCore`'s, compiled.
     """
 
@@ -96,7 +95,7 @@ class Handoff(HandoffCore, Generic[P]):
         intake: Intake,
         runner: LoopRunner,
         max_block: float,
-        promise: Callable[[Handoff[P], Pending, int, RecordFields], P],
+        promise: type[P],
     ) -> None:
         super().__init__(intake, promise, self._wake)
         self.runner = runner
@@ -156,7 +155,10 @@ class Handoff(HandoffCore, Generic[P]):
             else:
                 fast = False
         if fast:
-            return [promise(self, pending, first + i, record) for i, record in enumerate(records)]
+            return [
+                cast(P, new_promise(promise, self, pending, first + i, record))
+                for i, record in enumerate(records)
+            ]
         with cond:
             self._check_open()
             added = 0
@@ -169,7 +171,8 @@ class Handoff(HandoffCore, Generic[P]):
                     pending.entries.append(record)
                     pending.nbytes += need
                     added += 1
-                    out.append(promise(self, pending, len(pending.entries) - 1, record))
+                    pos = len(pending.entries) - 1
+                    out.append(cast(P, new_promise(promise, self, pending, pos, record)))
             finally:
                 self.counts.records += added
                 if self.pending.entries:
@@ -465,7 +468,7 @@ class Engine(Generic[P]):
         kwargs: dict[str, Any],
         config: ProducerConfig,
         runner: LoopRunner,
-        promise: Callable[[Handoff[P], Pending, int, RecordFields], P],
+        promise: type[P],
     ):
         self.kwargs = kwargs
         self.config = config

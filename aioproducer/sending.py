@@ -40,6 +40,7 @@ __all__ = [
     "SendPath",
     "SyncSendPath",
     "Tally",
+    "new_promise",
 ]
 
 # Callbacks of DeliveryFuture log on SyncProducer's logger.
@@ -137,13 +138,14 @@ class HandoffCore:
     :meth:`send` checks a record and admits it in the calling thread; :meth:`take` appends
     a chunk's records on the loop. ``lock`` guards ``open``, ``pending``,
     ``wake_scheduled`` and ``counts``. ``wake`` (set by the subclass) schedules the
-    loop's next take; it is called with ``lock`` held, once per chunk.
+    loop's next take; it is called with ``lock`` held, once per chunk. ``promise`` is
+    the class of what :meth:`send` returns for a record (:func:`new_promise` builds it).
     """
 
     def __init__(
         self,
         intake: Intake,
-        promise: Callable[[Any, Pending, int, RecordFields], Any],
+        promise: type[PromiseCore],
         wake: Callable[[], None],
     ) -> None:
         self.intake = intake
@@ -202,7 +204,7 @@ class HandoffCore:
             lock.release()
         if pos < 0:
             return record  # closed (the general path raises) or no room (it waits)
-        return self.promise(self, pending, pos, record)
+        return new_promise(self.promise, self, pending, pos, record)
 
     def take(
         self,
@@ -337,15 +339,14 @@ class PromiseCore:
 
     __slots__ = ("_handoff", "_key_size", "_pending", "_pos", "_timestamp_ms", "_value_size")
 
-    def __init__(self, handoff: Any, pending: Pending, pos: int, record: RecordFields) -> None:
-        self._handoff = handoff
-        self._pending = pending
-        self._pos = pos
-        key = record[1]
-        value = record[2]
-        self._timestamp_ms: int = record[4]
-        self._key_size: int = -1 if key is None else len(key)
-        self._value_size: int = -1 if value is None else len(value)
+    # Set by new_promise(), not by a constructor with arguments: compiled, creating the
+    # public subclass's instance then parses no arguments.
+    _handoff: Any
+    _pending: Pending
+    _pos: int
+    _timestamp_ms: int
+    _key_size: int
+    _value_size: int
 
     def _outcome(self) -> DeliveryHandle | BaseException | None:
         """The record's handle or the error that kept it out of a batch; None until the
@@ -392,3 +393,20 @@ class PromiseCore:
         if isinstance(out, ProducerBatch):
             return out.outcome(pending.indexes[self._pos])[2]
         return out
+
+
+def new_promise(
+    cls: type[PromiseCore], handoff: Any, pending: Pending, pos: int, record: RecordFields
+) -> PromiseCore:
+    """A promise of class ``cls`` (:class:`~aioproducer.sync.DeliveryFuture`) for entry
+    ``pos`` of ``pending``, the checked ``record`` handed over there."""
+    promise = cls()
+    promise._handoff = handoff
+    promise._pending = pending
+    promise._pos = pos
+    key = record[1]
+    value = record[2]
+    promise._timestamp_ms = record[4]
+    promise._key_size = -1 if key is None else len(key)
+    promise._value_size = -1 if value is None else len(value)
+    return promise

@@ -60,9 +60,9 @@ class DeliveryFuture(PromiseCore):
     For ``concurrent.futures.wait()`` or ``as_completed()`` use :meth:`as_future`.
     """
 
-    # The fields, the constructor (handoff, pending, position, record) and the outcome's
-    # lookup are PromiseCore's (``sending.py``): compiled, it builds a future per record
-    # without running Python code, and it is the one object a record keeps alive.
+    # The fields, the builder (sending.new_promise) and the outcome's lookup are
+    # PromiseCore's (``sending.py``): compiled, it builds a future per record without
+    # running Python code, and it is the one object a record keeps alive.
     __slots__ = ("__weakref__",)
 
     def done(self) -> bool:
