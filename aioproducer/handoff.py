@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from .accumulator import ProducerBatch
 from .cluster import TopicInfo
@@ -30,11 +30,11 @@ from .errors import (
     ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
-from .intake import ColumnRun, Intake, PreparedRecord
+from .intake import ColumnRun, Intake, PreparedRecord, RecordFields
 from .producer import Producer
-from .results import BulkDelivery, DeliveryHandle
+from .results import BulkDelivery
 from .runner import LoopRunner
-from .sending import FutureCallback, HandoffCore, Pending, Tally
+from .sending import FutureCallback, HandoffCore, Pending, PromiseCore, Tally, new_promise
 
 __all__ = [
     "CLOSED",
@@ -48,7 +48,7 @@ __all__ = [
     "Tally",
 ]
 
-P = TypeVar("P")
+P = TypeVar("P", bound=PromiseCore)
 
 #: An :class:`Engine`'s states.
 NEW, RUNNING, CLOSING, CLOSED = range(4)
@@ -76,7 +76,7 @@ class BulkEnd(NamedTuple):
     ahead: int = 0
 
 
-Entry = PreparedRecord | ColumnRun | BulkEnd
+Entry = PreparedRecord | RecordFields | ColumnRun | BulkEnd
 
 
 class Handoff(HandoffCore, Generic[P]):
@@ -85,9 +85,9 @@ class Handoff(HandoffCore, Generic[P]):
     Thread side (any thread): :meth:`put`, :meth:`put_many`, :meth:`put_runs`,
     :meth:`topic_info`, :meth:`wait_for`, :meth:`when_done`, :meth:`tally`, :meth:`close`.
     ``cond`` guards the pending chunk, the counters and ``open``. Loop side: :meth:`pump`
-    and the batch callbacks. ``promise(handoff, pending, position)`` makes what
-    :meth:`put` returns for a record. The common cases per record (a record admitted at
-    once, a record appended) are :class:`~aioproducer.sending.HandoffCore`'s, compiled.
+    and the batch callbacks. ``promise`` is the class of what :meth:`put` returns for a
+    record (:func:`~aioproducer.sending.new_promise` builds it). The common cases per record (a record admitted at once, a record appended) are
+    :class:`~aioproducer.sending.HandoffCore`'s, compiled.
     """
 
     def __init__(
@@ -95,7 +95,7 @@ class Handoff(HandoffCore, Generic[P]):
         intake: Intake,
         runner: LoopRunner,
         max_block: float,
-        promise: Callable[[Handoff[P], Pending, int], P],
+        promise: type[P],
     ) -> None:
         super().__init__(intake, promise, self._wake)
         self.runner = runner
@@ -123,13 +123,13 @@ class Handoff(HandoffCore, Generic[P]):
             info = self.runner.call(self.intake.wait_for_topic, topic, self.max_block)
         return info
 
-    def put(self, record: PreparedRecord) -> P:
+    def put(self, record: RecordFields) -> P:
         """Hand one checked record over, waiting for buffer space as needed (the general
         case of :meth:`~aioproducer.sending.HandoffCore.send`)."""
         self.topic_info(record[0])  # waits for the topic's metadata if it is not loaded
         return self.put_many([record])[0]
 
-    def put_many(self, records: list[PreparedRecord]) -> list[P]:
+    def put_many(self, records: Sequence[RecordFields]) -> list[P]:
         """Hand checked records (of topics with loaded metadata) over, in order, waiting
         for buffer space as needed."""
         for record in records:
@@ -155,7 +155,10 @@ class Handoff(HandoffCore, Generic[P]):
             else:
                 fast = False
         if fast:
-            return [promise(self, pending, i) for i in range(first, first + len(records))]
+            return [
+                cast(P, new_promise(promise, self, pending, first + i, record))
+                for i, record in enumerate(records)
+            ]
         with cond:
             self._check_open()
             added = 0
@@ -168,7 +171,8 @@ class Handoff(HandoffCore, Generic[P]):
                     pending.entries.append(record)
                     pending.nbytes += need
                     added += 1
-                    out.append(promise(self, pending, len(pending.entries) - 1))
+                    pos = len(pending.entries) - 1
+                    out.append(cast(P, new_promise(promise, self, pending, pos, record)))
             finally:
                 self.counts.records += added
                 if self.pending.entries:
@@ -223,8 +227,9 @@ class Handoff(HandoffCore, Generic[P]):
             finally:
                 self.waiting -= 1
 
-    def outcome(self, pending: Pending, pos: int) -> DeliveryHandle | BaseException | None:
-        """The outcome of entry ``pos`` of ``pending``; None until the loop has taken it."""
+    def outcome(self, pending: Pending, pos: int) -> ProducerBatch | BaseException | None:
+        """Where entry ``pos`` of ``pending`` went: the batch holding the record, or the
+        error that kept it out; None until the loop has taken it."""
         outcomes = pending.outcomes
         return outcomes[pos] if pos < len(outcomes) else None
 
@@ -236,8 +241,9 @@ class Handoff(HandoffCore, Generic[P]):
             if out is None:
                 pending.callbacks.append((pos, callback))
                 return True
-        if type(out) is DeliveryHandle and not out.done():
-            self.runner.call_soon(_on_done, out, callback)
+        if isinstance(out, ProducerBatch) and not out.done:
+            # On the batch itself, which calls it with the batch: no closure per record.
+            self.runner.call_soon(out.add_done_callback, callback)
             return True
         return False
 
@@ -421,8 +427,8 @@ class Handoff(HandoffCore, Generic[P]):
                 out = self.outcome(pending, pos)
                 if out is None:
                     keep.append((pos, callback))
-                elif type(out) is DeliveryHandle and not out.done():
-                    _on_done(out, callback)
+                elif isinstance(out, ProducerBatch) and not out.done:
+                    out.add_done_callback(callback)
                 else:
                     now.append(callback)
             pending.callbacks = keep
@@ -466,7 +472,7 @@ class Engine(Generic[P]):
         kwargs: dict[str, Any],
         config: ProducerConfig,
         runner: LoopRunner,
-        promise: Callable[[Handoff[P], Pending, int], P],
+        promise: type[P],
     ):
         self.kwargs = kwargs
         self.config = config
@@ -555,8 +561,3 @@ class Engine(Generic[P]):
     async def partitions_for(self, topic: str) -> list[int]:
         assert self.producer is not None
         return await self.producer.partitions_for(topic)
-
-
-def _on_done(handle: DeliveryHandle, callback: FutureCallback) -> None:
-    # On the batch itself, which calls it with the batch: no closure per record.
-    handle.position()[0].add_done_callback(callback)

@@ -45,6 +45,7 @@ __all__ = [
     "Intake",
     "PreparedColumns",
     "PreparedRecord",
+    "RecordFields",
     "aligned",
     "check_topic",
     "invalid_partition",
@@ -76,6 +77,12 @@ class PreparedRecord(NamedTuple):
     #: The bytes it reserves in the memory budget: its :func:`record_size_bound`.
     size: int
 
+
+#: A :class:`PreparedRecord`'s fields as a plain tuple (:meth:`Intake.fields`): what a
+#: thread hands over in the common case. Either is accepted wherever a record is. The
+#: topic, key and value are typed Any: compiled, a narrower type is checked on return,
+#: and a topic that is not a str must reach ``check_topic``'s clear error.
+RecordFields = tuple[Any, Any, Any, HeaderList | None, int, Any, int]
 
 # tuple.__new__ directly: a NamedTuple's own __new__ adds a Python frame per record.
 _tuple_new = tuple.__new__
@@ -155,6 +162,20 @@ class Intake:
         or ``InvalidArgumentError``. ``headers`` is :data:`Headers` or None."""
         key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
         return _tuple_new(PreparedRecord, (topic, key, value, hdrs, timestamp_ms, partition, size))
+
+    def fields(
+        self,
+        topic: Any,
+        key: Any,
+        value: Any,
+        headers: Any,
+        partition: Any,
+        timestamp_ms: Any,
+    ) -> RecordFields:
+        """:meth:`record` as a plain tuple: compiled, built in one allocation, where a
+        :class:`PreparedRecord` (a tuple subclass) takes two and a generic call."""
+        key, value, hdrs, timestamp_ms, size = self._check(topic, key, value, headers, timestamp_ms)
+        return topic, key, value, hdrs, timestamp_ms, partition, size
 
     def _check(
         self, topic: Any, key: Any, value: Any, headers: Any, timestamp_ms: Any
@@ -356,6 +377,13 @@ class Intake:
         topic, key, value, hdrs, ts, explicit, need = record
         return self._place(topic, key, value, hdrs, ts, explicit, need, info)
 
+    def append_at(self, record: RecordFields, info: TopicInfo) -> tuple[ProducerBatch, int]:
+        """:meth:`append` without a handle: the batch holding the record and its index
+        there (a thread's record, whose promise reads its outcome from the batch)."""
+        topic, key, value, hdrs, ts, explicit, need = record
+        batch, index, _wake = self._put(topic, key, value, hdrs, ts, explicit, need, info)
+        return batch, index
+
     def _place(
         self,
         topic: str,
@@ -368,6 +396,30 @@ class Intake:
         info: TopicInfo,
     ) -> tuple[DeliveryHandle, bool]:
         # append() with the record's fields (offer() has them unpacked).
+        batch, index, wake = self._put(topic, key, value, hdrs, ts, explicit, need, info)
+        handle = new_handle(
+            self._handle_class,
+            batch,
+            index,
+            ts,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+        return cast(DeliveryHandle, handle), wake
+
+    def _put(
+        self,
+        topic: str,
+        key: bytes | bytearray | None,
+        value: bytes | bytearray | None,
+        hdrs: HeaderList | None,
+        ts: int,
+        explicit: int | None,
+        need: int,
+        info: TopicInfo,
+    ) -> tuple[ProducerBatch, int, bool]:
+        # Choose the partition and append: the batch, the record's index in it and
+        # whether the sender was woken (a fixed-size tuple: compiled, returned unboxed).
         # The sticky partitioner's [partition, bytes produced] for the topic, read and
         # updated in place (no call per record), when it places this record.
         state: list[int] | None = None
@@ -390,14 +442,6 @@ class Intake:
             raise
         acc = self._acc
         batch, index, wake = acc.append(topic, part, ts, key, value, hdrs, need)
-        handle = new_handle(
-            self._handle_class,
-            batch,
-            index,
-            ts,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
         if state is not None:
             produced = state[1] + need
             state[1] = produced
@@ -410,7 +454,7 @@ class Intake:
                 )
         if wake:
             self._wake_sender()
-        return cast(DeliveryHandle, handle), wake
+        return batch, index, wake
 
     def append_run(self, run: ColumnRun, info: TopicInfo) -> bool:
         """Append a :class:`ColumnRun` whose ``size`` is reserved, adding where its records

@@ -19,15 +19,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from anyio.lowlevel import cancel_shielded_checkpoint
 
 from ._mypyc import mypyc_attr
+from .accumulator import ProducerBatch, new_handle
 from .budget import MemoryBudget
 from .cluster import Cluster
 from .errors import KafkaError, ProducerClosedError, UnknownTopicOrPartitionError
-from .intake import Intake, PreparedRecord, partitioner_failed
+from .intake import Intake, PreparedRecord, RecordFields, partitioner_failed
 from .results import DeliveryHandle
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "SendPath",
     "SyncSendPath",
     "Tally",
+    "new_promise",
 ]
 
 # Callbacks of DeliveryFuture log on SyncProducer's logger.
@@ -111,13 +113,19 @@ class Pending:
     """Entries handed over by threads between two wake-ups of the loop."""
 
     def __init__(self) -> None:
-        #: Records (:class:`~aioproducer.intake.PreparedRecord`) and bulk-send entries.
+        #: Records (:class:`~aioproducer.intake.PreparedRecord` or, handed over by
+        #: :meth:`HandoffCore.send`, a plain :data:`~aioproducer.intake.RecordFields`
+        #: tuple) and bulk-send entries.
         self.entries: list[Any] = []
         #: Bytes the entries were admitted with, not yet charged to the budget.
         self.nbytes = 0
-        #: Per entry, once the loop has taken it: a record's DeliveryHandle, or the error
-        #: that kept it out of the accumulator; None for a bulk send's entries.
-        self.outcomes: list[DeliveryHandle | BaseException | None] = []
+        #: Per entry, once the loop has taken it: the batch holding a record, or the
+        #: error that kept it out of the accumulator; None for a bulk send's entries.
+        #: No handle per record: a record's promise reads its outcome from the batch,
+        #: so each record keeps one object alive until it settles, not two.
+        self.outcomes: list[ProducerBatch | BaseException | None] = []
+        #: Per entry, alongside ``outcomes``: a record's index in its batch (else 0).
+        self.indexes: list[int] = []
         #: (position, callback) added before the loop took the entry at that position.
         self.callbacks: list[tuple[int, FutureCallback]] = []
 
@@ -130,11 +138,15 @@ class HandoffCore:
     :meth:`send` checks a record and admits it in the calling thread; :meth:`take` appends
     a chunk's records on the loop. ``lock`` guards ``open``, ``pending``,
     ``wake_scheduled`` and ``counts``. ``wake`` (set by the subclass) schedules the
-    loop's next take; it is called with ``lock`` held, once per chunk.
+    loop's next take; it is called with ``lock`` held, once per chunk. ``promise`` is
+    the class of what :meth:`send` returns for a record (:func:`new_promise` builds it).
     """
 
     def __init__(
-        self, intake: Intake, promise: Callable[[Any, Pending, int], Any], wake: Callable[[], None]
+        self,
+        intake: Intake,
+        promise: type[PromiseCore],
+        wake: Callable[[], None],
     ) -> None:
         self.intake = intake
         self.cluster: Cluster = intake.cluster
@@ -148,16 +160,28 @@ class HandoffCore:
         self.pending = Pending()
         self.wake_scheduled = False
         self.counts = Tally()
+        # (metadata snapshot, topic) of the latest record send() found loaded: records in
+        # a row for one topic skip an attribute read and a dict lookup of the uncompiled
+        # metadata classes. One field replaced whole, so any thread may read and write
+        # it; snapshots are replaced, never changed, so it holds while one is current.
+        self._seen: tuple[Any, Any] = (None, None)
 
     def send(
         self, topic: Any, value: Any, key: Any, headers: Any, partition: Any, timestamp_ms: Any
     ) -> Any:
         """Check one record (bad input raises here) and admit it if its topic's metadata is
         loaded, it names no partition and the buffer has room at once: its promise. Else
-        the checked :class:`~aioproducer.intake.PreparedRecord`, for the general path."""
-        record = self.intake.record(topic, key, value, headers, partition, timestamp_ms)
-        if partition is not None or self.cluster.snapshot.topics.get(topic) is None:
+        the checked record (a plain tuple, :data:`~aioproducer.intake.RecordFields`), for
+        the general path."""
+        record = self.intake.fields(topic, key, value, headers, partition, timestamp_ms)
+        if partition is not None:
             return record
+        snapshot = self.cluster.snapshot
+        seen = self._seen
+        if seen[0] is not snapshot or seen[1] is not topic:
+            if snapshot.topics.get(topic) is None:
+                return record
+            self._seen = (snapshot, topic)
         need: int = record[6]
         pos = -1
         lock = self.lock
@@ -180,7 +204,7 @@ class HandoffCore:
             lock.release()
         if pos < 0:
             return record  # closed (the general path raises) or no room (it waits)
-        return self.promise(self, pending, pos)
+        return new_promise(self.promise, self, pending, pos, record)
 
     def take(
         self,
@@ -196,14 +220,16 @@ class HandoffCore:
         intake = self.intake
         entries = pending.entries
         outcomes = pending.outcomes
+        indexes = pending.indexes
         failed = 0
         first_error: BaseException | None = None
         last_topic: Any = None
         info: Any = None
         for i in range(start, stop):
             record = entries[i]
-            if type(record) is not PreparedRecord:
+            if type(record) is not tuple and type(record) is not PreparedRecord:
                 outcomes.append(None)
+                indexes.append(0)
                 bad, error = other(record, topics)
                 if bad:
                     failed += bad
@@ -220,15 +246,19 @@ class HandoffCore:
                     raise UnknownTopicOrPartitionError(
                         f"topic {topic!r} is no longer in the cluster's metadata"
                     )
-                outcomes.append(intake.append(record, info)[0])
+                batch, index = intake.append_at(record, info)
+                outcomes.append(batch)
+                indexes.append(index)
             except KafkaError as exc:
                 outcomes.append(exc)
+                indexes.append(0)
                 failed += 1
                 if first_error is None:
                     first_error = exc
             except Exception as exc:  # a custom partitioner's bug fails its record only
                 err = partitioner_failed(exc)
                 outcomes.append(err)
+                indexes.append(0)
                 failed += 1
                 if first_error is None:
                     first_error = err
@@ -290,7 +320,7 @@ class SyncSendPath:
             return self._other(owner, topic, value, key, headers, partition, timestamp_ms)
         handoff: HandoffCore = engine.handoff
         out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
-        if isinstance(out, PreparedRecord):
+        if type(out) is tuple:
             # Checked, but it must wait for its topic's metadata or for buffer space.
             return engine.handoff.put(out)
         return out
@@ -299,33 +329,84 @@ class SyncSendPath:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class PromiseCore:
     """Package-internal: the fields of :class:`~aioproducer.sync.DeliveryFuture`, which
-    subclasses it; compiled, building one per record runs no Python code."""
+    subclasses it; compiled, building one per record runs no Python code.
 
-    __slots__ = ("_handoff", "_pending", "_pos")
+    It is the only object a record keeps alive until it settles: where the record went
+    is read from its chunk (:class:`Pending`: the batch and the index there), and the
+    record's timestamp and sizes are kept here, as machine integers, for its metadata.
+    A :class:`~aioproducer.DeliveryHandle` is built only when the outcome is asked for.
+    """
 
-    def __init__(self, handoff: Any, pending: Pending, pos: int) -> None:
-        self._handoff = handoff
-        self._pending = pending
-        self._pos = pos
+    __slots__ = ("_handoff", "_key_size", "_pending", "_pos", "_timestamp_ms", "_value_size")
+
+    # Set by new_promise(), not by a constructor with arguments: compiled, creating the
+    # public subclass's instance then parses no arguments.
+    _handoff: Any
+    _pending: Pending
+    _pos: int
+    _timestamp_ms: int
+    _key_size: int
+    _value_size: int
 
     def _outcome(self) -> DeliveryHandle | BaseException | None:
-        # None until the loop has taken the record.
+        """The record's handle or the error that kept it out of a batch; None until the
+        loop has taken the record."""
+        pending = self._pending
+        outcomes = pending.outcomes
+        pos = self._pos
+        if pos >= len(outcomes):
+            return None
+        out = outcomes[pos]
+        if isinstance(out, ProducerBatch):
+            handle = new_handle(
+                DeliveryHandle,
+                out,
+                pending.indexes[pos],
+                self._timestamp_ms,
+                self._key_size,
+                self._value_size,
+            )
+            return cast(DeliveryHandle, handle)
+        return out
+
+    def _is_done(self) -> bool:
+        """Whether the record is done (delivered or failed)."""
         outcomes = self._pending.outcomes
         pos = self._pos
-        return outcomes[pos] if pos < len(outcomes) else None
+        if pos >= len(outcomes):
+            return False
+        out = outcomes[pos]
+        return not isinstance(out, ProducerBatch) or out.done
 
     def _settled(self) -> DeliveryHandle | BaseException | None:
         """The outcome once the record is done (delivered or failed), else None."""
-        out = self._outcome()
-        if isinstance(out, DeliveryHandle) and not out.settled():
+        if not self._is_done():
             return None
-        return out
+        return self._outcome()
 
     def _error(self) -> BaseException | PromiseCore | None:
         """Once the record is done, its error (None if it was delivered); else ``self``."""
-        out = self._settled()
-        if out is None:
+        if not self._is_done():
             return self
-        if isinstance(out, DeliveryHandle):
-            return out.failure()
+        pending = self._pending
+        out = pending.outcomes[self._pos]
+        if isinstance(out, ProducerBatch):
+            return out.outcome(pending.indexes[self._pos])[2]
         return out
+
+
+def new_promise(
+    cls: type[PromiseCore], handoff: Any, pending: Pending, pos: int, record: RecordFields
+) -> PromiseCore:
+    """A promise of class ``cls`` (:class:`~aioproducer.sync.DeliveryFuture`) for entry
+    ``pos`` of ``pending``, the checked ``record`` handed over there."""
+    promise = cls()
+    promise._handoff = handoff
+    promise._pending = pending
+    promise._pos = pos
+    key = record[1]
+    value = record[2]
+    promise._timestamp_ms = record[4]
+    promise._key_size = -1 if key is None else len(key)
+    promise._value_size = -1 if value is None else len(value)
+    return promise

@@ -60,14 +60,14 @@ class DeliveryFuture(PromiseCore):
     For ``concurrent.futures.wait()`` or ``as_completed()`` use :meth:`as_future`.
     """
 
-    # The fields, the constructor (handoff, pending, position) and the outcome's lookup
-    # are PromiseCore's (``sending.py``): compiled, it builds a future per record without
-    # running Python code.
+    # The fields, the builder (sending.new_promise) and the outcome's lookup are
+    # PromiseCore's (``sending.py``): compiled, it builds a future per record without
+    # running Python code, and it is the one object a record keeps alive.
     __slots__ = ("__weakref__",)
 
     def done(self) -> bool:
         """Whether the record has been delivered or has failed."""
-        return self._settled() is not None
+        return self._is_done()
 
     def running(self) -> bool:
         """Whether the delivery is still pending (it is never cancellable)."""
@@ -351,7 +351,7 @@ class SyncProducer:
         handoff = engine.handoff
         # Compiled: checks the record and, in the common case, admits it at once.
         out = handoff.send(topic, value, key, headers, partition, timestamp_ms)
-        if type(out) is PreparedRecord:
+        if type(out) is tuple:  # a checked record (intake.RecordFields)
             return handoff.put(out)  # it waits for metadata or buffer space, or raises
         future: DeliveryFuture = out
         return future

@@ -19,6 +19,7 @@ import pytest
 
 import aioproducer
 from aioproducer import DeliveryHandle, Producer, SerializationError, speedups
+from aioproducer.errors import InvalidArgumentError
 from aioproducer.testing import FakeCluster
 
 pytestmark = pytest.mark.anyio
@@ -191,3 +192,64 @@ def test_a_dropped_sync_producer_is_freed_though_its_send_is_kept(fake: FakeClus
     gc.collect()
     with pytest.raises(aioproducer.ProducerClosedError, match="garbage-collected"):
         send("t", b"orphan")
+
+
+def test_a_sync_record_keeps_its_future_alone_alive_and_its_metadata_whole(
+    fake: FakeCluster,
+) -> None:
+    # Until it settles, a record sent with SyncProducer.send keeps one object alive, its
+    # DeliveryFuture: where the record went is read from its batch (no DeliveryHandle per
+    # record). Its metadata still reports the record's own timestamp and sizes.
+    import gc
+
+    def handles() -> int:
+        return sum(type(o) is DeliveryHandle for o in gc.get_objects())
+
+    with aioproducer.SyncProducer(fake.bootstrap_servers, linger_ms=60_000) as producer:
+        warm = producer.send("t", b"warm")
+        producer.flush()
+        assert warm.result(30).offset == 0
+        engine = producer._engine
+        assert engine is not None
+
+        async def drain() -> None:
+            engine.handoff.drain()
+
+        before = handles()
+        futures = [producer.send("t", b"v%03d" % i, timestamp_ms=1000 + i) for i in range(200)]
+        keyed = producer.send("t", b"value", key=b"key", partition=0, timestamp_ms=7)
+        tomb = producer.send("t", None, key=b"gone", timestamp_ms=8)
+        engine.runner.call(drain)  # every record taken by the loop, none sent yet
+        assert not any(f.done() for f in futures)
+        assert handles() == before
+        producer.flush()
+        metas = [f.result() for f in futures]
+        keyed_meta, tomb_meta = keyed.result(), tomb.result()
+    assert [(m.timestamp_ms, m.serialized_key_size, m.serialized_value_size) for m in metas] == [
+        (1000 + i, -1, 4) for i in range(200)
+    ]
+    assert [m.offset for m in metas] == list(range(1, 201))
+    k, t = keyed_meta, tomb_meta
+    assert (k.topic, k.partition, k.offset, k.timestamp_ms) == ("t", 0, 201, 7)
+    assert (k.serialized_key_size, k.serialized_value_size) == (3, 5)
+    assert (t.offset, t.timestamp_ms, t.serialized_key_size, t.serialized_value_size) == (
+        202,
+        8,
+        4,
+        -1,
+    )
+    stored = fake.records("t", 0)[1:]
+    assert [(r.value, r.timestamp_ms) for r in stored[:200]] == [
+        (b"v%03d" % i, 1000 + i) for i in range(200)
+    ]
+
+
+def test_a_sync_send_to_a_topic_that_is_not_a_str_raises_a_clear_error(fake: FakeCluster) -> None:
+    # The compiled send hands a record over as a plain tuple; its topic is not type-checked
+    # on the way, so the general path's topic check names what was wrong.
+    with aioproducer.SyncProducer(fake.bootstrap_servers, linger_ms=1) as producer:
+        assert producer.send("t", b"ok").result(30).offset == 0
+        for topic in (123, None, b"t"):
+            with pytest.raises(InvalidArgumentError, match="topic must be a non-empty"):
+                producer.send(topic, b"v")  # type: ignore[arg-type]
+        assert producer.send("t", b"after").result(30).offset == 1
