@@ -4,7 +4,8 @@
 
     python -m bench --suite quick|full [--clients a,b] [--rounds N] [--workloads SUBSTR]
 
-Starts a single-node Apache Kafka (4.3.1) with :class:`aioproducer.testing.KafkaCluster`
+Starts a single-node Apache Kafka (the package's default version, which the report names)
+with :class:`aioproducer.testing.KafkaCluster`
 (or uses ``--bootstrap-servers``), and for each workload runs every client once per round,
 in interleaved rounds (A B C ... A B C ...), each in its own process
 (:mod:`bench.clients`). After every run the topic is read back with librdkafka and checked
