@@ -10,6 +10,11 @@ the caller's thread; its result is a :class:`PreparedRecord` or, for a bulk send
 partition and appends to the accumulator; it runs on the producer's loop.
 """
 
+# Just over 700 lines, on purpose: one class, Intake, that every API's records pass
+# through, plus the checks it runs on them; compiled together, a record's checks are
+# native calls. The bulk preparation is elsewhere already (columns.py, sequences.py,
+# run_append.py).
+
 from __future__ import annotations
 
 import time

@@ -1,9 +1,11 @@
 """The drain coroutine: ready -> drain -> send -> complete / retry / expire.
 
-One task runs :meth:`Sender.run` and is the only one that changes batch and sequence
-state. Connection tasks never touch that state: they put each response into the
-sender's inbox and wake it, so completions, retries and epoch changes happen in one
-place, in order.
+One task runs :meth:`Sender.run` and owns batch and sequence state. Connection tasks put
+each response into the sender's inbox and wake it, so completions, retries and epoch
+changes happen in one place, in order. The one exception is timing only: while the
+sender sleeps with nothing else to do, the reader runs that same inbox step at once (one
+loop pass sooner for the acknowledgement), which changes nothing the sleeping sender is
+in the middle of; whatever it raises is raised by the sender's loop.
 
 Idempotence follows the Java producer: a producer id and epoch from InitProducerId, a
 per-partition sequence assigned when a batch is first drained, up to five batches of a
@@ -37,6 +39,11 @@ module and not the other way round.
 Helpers with a job of their own: ``produce_call.py`` builds each produce request just
 before it is written, ``producer_id.py`` gets the producer id of an idempotent producer.
 """
+
+# Over 700 lines, on purpose: it is one class, the Sender, whose state (in-flight calls,
+# sequences, retries, the producer id) only its own steps change; splitting its steps
+# across modules would spread that state, not shrink it. The request's build and the
+# errors' mapping are elsewhere already (produce_call.py, produce_errors.py, producer_id.py).
 
 from __future__ import annotations
 
