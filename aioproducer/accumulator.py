@@ -195,6 +195,15 @@ class ProducerBatch:
         else:
             self._callbacks.append(callback)
 
+    def abandon(self) -> None:
+        """The batch will never complete (its producer is gone): drop its callbacks unrun.
+
+        They may reference handles, which reference the batch and which the cyclic
+        collector may not see (``_handle.pyx``): kept, they would keep the batch (and its
+        records' bytes) alive for good.
+        """
+        self._callbacks = None
+
     async def wait(self) -> None:
         """Wait until the batch has completed (cancelling the wait does not affect delivery)."""
         if self.done:

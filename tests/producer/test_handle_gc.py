@@ -12,8 +12,11 @@ break: these tests check both.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
+import warnings
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,3 +163,32 @@ async def test_the_handle_keeps_its_public_api(fake: FakeCluster) -> None:
         seen: list[DeliveryHandle] = []
         handle.add_done_callback(seen.append)
         assert seen == [handle]
+
+
+class _Sentinel:
+    """Lives as long as the callback holding it (weakly referenceable, unlike a batch)."""
+
+
+def test_a_dropped_unclosed_producer_frees_its_pending_batches_callbacks(
+    fake: FakeCluster,
+) -> None:
+    # The application forgets close(): its record waits out a long linger, asyncio.run()
+    # ends, and the producer is collected. Its batch never completes, so it never runs
+    # (and drops) the handle's callback: the producer's finalizer must drop it, or the
+    # batch -> callback -> handle -> batch cycle (invisible to the collector, compiled)
+    # keeps the batch and the callback alive for good.
+    alive: list[weakref.ref[_Sentinel]] = []
+
+    async def forget_close() -> None:
+        producer = Producer(fake.bootstrap_servers, linger_ms=60_000)
+        await producer.start()
+        handle = await producer.send("t", b"a")
+        sentinel = _Sentinel()
+        alive.append(weakref.ref(sentinel))
+        handle.add_done_callback(lambda _done, kept=sentinel: kept)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        asyncio.run(forget_close())
+        gc.collect()
+    assert alive[0]() is None
