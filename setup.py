@@ -4,8 +4,8 @@ Everything else about the package is in pyproject.toml. The modules named in
 ``aioproducer/speedups.py`` are compiled from their own sources (``HOT_MODULES`` with
 mypyc, ``EXTENSIONS`` with Cython); with no compiler (or no mypyc, or no Cython) the build
 prints one line saying so and installs the pure-Python package (or the numpy column
-encoder), which works the same, only slower. ``AIOPRODUCER_PURE_PYTHON=1`` at build time skips the
-compilation on purpose.
+encoder and the pure-Python ``DeliveryHandle``), which works the same, only slower.
+``AIOPRODUCER_PURE_PYTHON=1`` at build time skips the compilation on purpose.
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ else:
             quiet=True,
         )
     except ImportError:
-        _say("Cython is missing: the column encoder runs numpy")
+        _say("Cython is missing: the column encoder runs numpy, handles are Python objects")
     except Exception as exc:  # Cython refused the source
-        _say(f"Cython cannot compile the column encoder ({exc!r}); it runs numpy")
+        _say(f"Cython cannot compile {speedups.EXTENSIONS} ({exc!r}); their fallbacks run")
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": _OptionalBuildExt})

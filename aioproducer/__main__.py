@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import Producer, __version__, speedups
+from . import Producer, __version__, results, speedups
 from .results import DeliveryHandle
 
 _DESCRIPTION = """\
@@ -252,11 +252,16 @@ def _info(args: argparse.Namespace) -> int:
 
     column_codec = "compiled" if columnar.CODEC is not None else "numpy"
     print(f"columns     {column_codec}: {columnar.CODEC_REASON}")
+    print(f"handles     {results.HANDLE_ACTIVE}: {results.HANDLE_REASON}")
     compiler = speedups.can_compile()
     print(f"C compiler  {compiler or 'none found'}")
     if (
         args.require_compiled
-        and (speedups.ACTIVE != "compiled" or columnar.CODEC is None)
+        and (
+            speedups.ACTIVE != "compiled"
+            or columnar.CODEC is None
+            or results.HANDLE_ACTIVE != "compiled"
+        )
         and compiler is not None
         and os.environ.get(speedups.ENV_VAR) != "1"
     ):

@@ -5,8 +5,10 @@ method runs to completion without awaiting. The sender (see ``sender.py``) asks 
 batches are ready and drains them; the intake (``intake.py``) appends. Batches charge and
 release their bytes in the :class:`~aioproducer.budget.MemoryBudget` (``budget.py``); the
 results that point into batches are in ``results.py``, which builds on this module (never
-the other way round): :class:`RecordHandle` is the compiled core of its public
-:class:`~aioproducer.DeliveryHandle`.
+the other way round): :class:`RecordHandle` is the core of its pure-Python
+:class:`~aioproducer.DeliveryHandle`. A batch never references a handle, except through a
+callback added to it, which it drops once run (handles may be of a type the cyclic
+garbage collector cannot see: ``_handle.pyx``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .protocol.record_encoder import BatchState, append_stamped
 from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
+    "HANDLE_FACTORY",
     "Accumulator",
     "MemoryBudget",
     "ProducerBatch",
@@ -170,6 +173,9 @@ class ProducerBatch:
         self.builder.release()
         if self._event is not None:
             self._event.set()
+        # Dropped once run: a handle's callback references the handle, which references
+        # this batch, and the compiled handle is a type the cyclic collector cannot see
+        # (``_handle.pyx``): kept, that cycle would never be freed.
         callbacks, self._callbacks = self._callbacks, None
         if callbacks:
             for callback in callbacks:
@@ -188,6 +194,15 @@ class ProducerBatch:
             self._callbacks = [callback]
         else:
             self._callbacks.append(callback)
+
+    def abandon(self) -> None:
+        """The batch will never complete (its producer is gone): drop its callbacks unrun.
+
+        They may reference handles, which reference the batch and which the cyclic
+        collector may not see (``_handle.pyx``): kept, they would keep the batch (and its
+        records' bytes) alive for good.
+        """
+        self._callbacks = None
 
     async def wait(self) -> None:
         """Wait until the batch has completed (cancelling the wait does not affect delivery)."""
@@ -229,8 +244,10 @@ class ProducerBatch:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class RecordHandle:
     """Package-internal: where one appended record is (its batch and its index there) and
-    what its metadata reports of it; the fields of :class:`~aioproducer.DeliveryHandle`,
-    which subclasses it (``results.py``).
+    what its metadata reports of it; the fields of the pure-Python
+    :class:`~aioproducer.DeliveryHandle`, which subclasses it (``results.py``). Where the
+    hot path is compiled, handles are of the compiled twin of that class instead
+    (``_handle.pyx``), built by :data:`HANDLE_FACTORY`.
 
     Built by :func:`new_handle`, not by a constructor with arguments: compiled
     (``speedups.py``), creating the public subclass's instance then parses no arguments
@@ -261,6 +278,12 @@ class RecordHandle:
         return self._batch.outcome(self._index)[2]
 
 
+#: Package-internal: ``[factory]`` once ``results.py`` made the compiled handle
+#: (``_handle.pyx``) the public :class:`~aioproducer.DeliveryHandle`, empty while that is
+#: the pure-Python class. :func:`new_handle` then builds every handle with one call of it.
+HANDLE_FACTORY: Final[list[Callable[[ProducerBatch, int, int, int, int], Any]]] = []
+
+
 def new_handle(
     cls: type[RecordHandle],
     batch: ProducerBatch,
@@ -268,9 +291,13 @@ def new_handle(
     timestamp_ms: int,
     key_size: int,
     value_size: int,
-) -> RecordHandle:
-    """A handle of class ``cls`` (:class:`~aioproducer.DeliveryHandle`) for record ``index``
-    of ``batch``, its timestamp and its serialized key and value sizes (-1 for None)."""
+) -> Any:
+    """The :class:`~aioproducer.DeliveryHandle` of record ``index`` of ``batch``, its
+    timestamp and its serialized key and value sizes (-1 for None): built by the compiled
+    handle's factory if there is one (:data:`HANDLE_FACTORY`), else an instance of ``cls``
+    (the pure-Python class)."""
+    if HANDLE_FACTORY:
+        return HANDLE_FACTORY[0](batch, index, timestamp_ms, key_size, value_size)
     handle = cls()
     handle._batch = batch
     handle._index = index

@@ -148,6 +148,12 @@ class Producer:
             # Python hides ResourceWarning unless asked (-X dev, -W): the log is seen
             # by default (logging's last-resort handler prints warnings to stderr).
             log.warning("%s", text)
+        acc = getattr(self, "_acc", None)
+        if acc is not None:
+            # Nothing completes these batches any more: their handles' callbacks, which
+            # a batch keeps until it completes, would keep them alive for good.
+            for batch in acc.incomplete:
+                batch.abandon()
 
     def __repr__(self) -> str:
         state = ("new", "running", "closing", "closed")[self._state]

@@ -15,7 +15,8 @@ from typing import Any
 
 import anyio
 
-from .accumulator import ProducerBatch, RecordHandle
+from . import speedups
+from .accumulator import HANDLE_FACTORY, ProducerBatch, RecordHandle
 
 __all__ = ["BulkDelivery", "DeliveryHandle", "RecordMetadata"]
 
@@ -45,8 +46,11 @@ class DeliveryHandle(RecordHandle):
     serialized key and value sizes (-1 for None).
     """
 
-    # The fields are RecordHandle's (``accumulator.py``), set by its new_handle():
-    # compiled, building a handle per record runs no Python code.
+    # The pure-Python handle, and the typed and documented definition. Where the compiled
+    # hot path runs, ``aioproducer.DeliveryHandle`` is instead the compiled twin of this
+    # class (``_handle.pyx``, see _use_compiled_handle() below), a type the cyclic garbage
+    # collector never tracks. The fields are RecordHandle's (``accumulator.py``), set by
+    # its new_handle().
     __slots__ = ()
 
     @property
@@ -105,6 +109,33 @@ class DeliveryHandle(RecordHandle):
     def __repr__(self) -> str:
         state = "done" if self._batch.done else "pending"
         return f"<DeliveryHandle {self.topic}-{self.partition} #{self._index} {state}>"
+
+
+#: Which :class:`DeliveryHandle` runs: ``"compiled"`` (``_handle.pyx``) or ``"pure"``.
+HANDLE_ACTIVE = "pure"
+#: Why :data:`HANDLE_ACTIVE` is what it is, in words.
+HANDLE_REASON = "not selected yet"
+
+
+def _use_compiled_handle() -> None:
+    """Make the compiled handle ``DeliveryHandle`` if the compiled hot path runs and the
+    handle was compiled with it (with the hot path in pure Python, so is the handle)."""
+    global DeliveryHandle, HANDLE_ACTIVE, HANDLE_REASON
+    if speedups.ACTIVE != "compiled":
+        HANDLE_REASON = f"the hot path runs pure Python ({speedups.REASON})"
+        return
+    module, HANDLE_REASON = speedups.extension("aioproducer._handle")
+    if module is None:
+        return
+    module.configure(RecordMetadata)
+    HANDLE_FACTORY.append(module.new_handle)
+    # Rebound here, at import: every module that imports DeliveryHandle (the intake,
+    # isinstance() checks, the package's namespace) gets the compiled type.
+    DeliveryHandle = module.DeliveryHandle  # type: ignore[misc]
+    HANDLE_ACTIVE = "compiled"
+
+
+_use_compiled_handle()
 
 
 class BulkDelivery:

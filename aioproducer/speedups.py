@@ -67,9 +67,14 @@ HOT_MODULES: tuple[str, ...] = (
     "aioproducer.run_append",
 )
 #: Compiled with Cython from their ``.pyx`` sources where Cython and a C compiler exist:
-#: modules with no pure-Python twin of the same name, whose callers keep a numpy path and
-#: ask :func:`extension` whether they may use them.
-EXTENSIONS: tuple[str, ...] = ("aioproducer.protocol._column_codec",)
+#: modules with no pure-Python twin of the same name, whose callers keep another path (the
+#: column encoder's numpy, the pure-Python ``DeliveryHandle``) and ask :func:`extension`
+#: whether they may use them.
+EXTENSIONS: tuple[str, ...] = (
+    "aioproducer.protocol._column_codec",
+    # DeliveryHandle without garbage-collector support (``results.py`` chooses it).
+    "aioproducer._handle",
+)
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
 ENV_VAR = "AIOPRODUCER_PURE_PYTHON"
 #: Written by the build next to this module: the digest of every source it compiled.

@@ -55,7 +55,9 @@ def test_records_fill_a_batch_then_start_a_new_one() -> None:
     assert sum(b.record_count for b in queue) == 10
     # Handles point at consecutive indexes of their batch.
     first = queue[0]
-    assert [h._index for h in handles[: first.record_count]] == list(range(first.record_count))
+    assert [h.position()[1] for h in handles[: first.record_count]] == list(
+        range(first.record_count)
+    )
 
 
 def test_new_batch_and_full_batch_wake_the_sender() -> None:

@@ -1,0 +1,194 @@
+"""A :class:`~aioproducer.DeliveryHandle` costs the cyclic garbage collector nothing, compiled,
+and never keeps its batch alive once the batch is done (``_handle.pyx``).
+
+Callers keep one handle per record (``handles.append(await send(...))``). Instances of a
+type with garbage-collector support count towards the collector's thresholds as they are
+created, so a few hundred thousand held handles used to set off collections of every
+generation, a full one among them, each a pause in the latency of every queued record.
+Compiled, the handle's type has no such support; as it is then invisible to the
+collector, no reference cycle through a handle may exist that only the collector could
+break: these tests check both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+import warnings
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from aioproducer import DeliveryHandle, Producer, ProducerClosedError, results, speedups
+from aioproducer.testing import FakeCluster
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> Any:
+    # The collector's accounting does not depend on the event loop: asyncio alone.
+    return ("asyncio", {})
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCluster]:
+    with FakeCluster(brokers=1) as fc:
+        fc.create_topic("t", partitions=1)
+        yield fc
+
+
+def _require_compiled() -> None:
+    if results.HANDLE_ACTIVE != "compiled":
+        pytest.skip(f"the compiled handle does not run here ({results.HANDLE_REASON})")
+
+
+def test_the_compiled_handle_runs_wherever_the_hot_path_is_compiled() -> None:
+    # Cython is a build requirement: a compiled hot path without the compiled handle
+    # would be a build that silently lost it.
+    if speedups.ACTIVE != "compiled":
+        pytest.skip(f"the hot path is not compiled here ({speedups.REASON})")
+    assert results.HANDLE_ACTIVE == "compiled", results.HANDLE_REASON
+
+
+async def test_a_compiled_handle_is_not_tracked_by_the_collector(fake: FakeCluster) -> None:
+    _require_compiled()
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        handle = await producer.send("t", b"v", key=b"k")
+        # Untracked because its type has no collector support at all (an object of a
+        # type with it is tracked from creation and counts towards the thresholds).
+        assert not gc.is_tracked(handle)
+        assert isinstance(handle, DeliveryHandle)
+        assert type(handle) is DeliveryHandle
+        meta = await handle
+        assert (meta.topic, meta.partition, meta.serialized_key_size) == ("t", 0, 1)
+
+
+async def test_held_handles_do_not_advance_the_collector(fake: FakeCluster) -> None:
+    _require_compiled()
+    records = 5000
+    async with Producer(fake.bootstrap_servers, linger_ms=1000, batch_size=1 << 20) as producer:
+        await producer.send_and_wait("t", b"warm")
+        send = producer.send
+        value = b"x" * 100
+        held: list[DeliveryHandle] = []
+        held.append(await send("t", value))  # the topic's batch is open: no new one below
+        gc.collect()
+        gc.disable()
+        try:
+            before = gc.get_count()[0]
+            for _ in range(records - 1):
+                held.append(await send("t", value))
+            grown = gc.get_count()[0] - before
+        finally:
+            gc.enable()
+        # A type with collector support would add one per held handle (5,000); what
+        # else a send allocates is freed again before the next (a net count of 0).
+        assert grown < records // 10, grown
+        await producer.flush()
+        assert [(await h).offset for h in held[-3:]] == [records - 2, records - 1, records]
+
+
+def _watch(handle: DeliveryHandle, seen: list[tuple[bool, bool]]) -> None:
+    # The callback captures the handle: while the batch is pending, batch -> callback ->
+    # handle -> batch is a cycle, which the batch must break once done.
+    handle.add_done_callback(lambda done: seen.append((done is handle, done.done())))
+
+
+async def _batch_freed_after(fake: FakeCluster, deliver: bool) -> None:
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send_and_wait("t", b"warm")
+        if not deliver:
+            fake.hold("Produce")
+        handle = await producer.send("t", b"v")
+        seen: list[tuple[bool, bool]] = []
+        _watch(handle, seen)
+        batch = handle.position()[0]
+        if deliver:
+            await producer.flush()
+        else:
+            await producer.close(timeout=0)
+    assert seen == [(True, True)]
+    if deliver:
+        assert (await handle).offset == 1
+    else:
+        assert isinstance(handle.exception(), ProducerClosedError)
+    # Dropping the handle frees it, by reference counting alone (compiled, no collection
+    # could): its batch loses that reference. Had the batch kept the callback, the
+    # callback would keep the handle, and the handle the batch, for good.
+    gc.disable()
+    try:
+        before = sys.getrefcount(batch)
+        del handle
+        assert sys.getrefcount(batch) == before - 1
+    finally:
+        gc.enable()
+
+
+async def test_a_handle_with_a_callback_frees_its_batch_after_delivery(
+    fake: FakeCluster,
+) -> None:
+    await _batch_freed_after(fake, deliver=True)
+
+
+async def test_a_handle_with_a_callback_frees_its_batch_after_close_without_delivery(
+    fake: FakeCluster,
+) -> None:
+    await _batch_freed_after(fake, deliver=False)
+
+
+async def test_the_handle_keeps_its_public_api(fake: FakeCluster) -> None:
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        handle = await producer.send("t", b"value", key=b"key", timestamp_ms=1234)
+        assert isinstance(handle, DeliveryHandle)
+        assert (handle.topic, handle.partition) == ("t", 0)
+        assert (handle.timestamp_ms, handle.key_size, handle.value_size) == (1234, 3, 5)
+        assert not handle.done() and not handle.settled()
+        assert "pending" in repr(handle) and repr(handle).startswith("<DeliveryHandle t-0 #0")
+        with pytest.raises(RuntimeError, match="still pending"):
+            handle.result()
+        with pytest.raises(RuntimeError, match="still pending"):
+            handle.exception()
+        meta = await handle.wait()
+        assert meta == await handle == handle.result()
+        assert (meta.offset, meta.timestamp_ms, meta.serialized_value_size) == (0, 1234, 5)
+        assert handle.done() and handle.settled() and "done" in repr(handle)
+        assert handle.exception() is None and handle.failure() is None
+        batch, index = handle.position()
+        assert (batch.topic, index) == ("t", 0)
+        # A callback added once done runs at once.
+        seen: list[DeliveryHandle] = []
+        handle.add_done_callback(seen.append)
+        assert seen == [handle]
+
+
+class _Sentinel:
+    """Lives as long as the callback holding it (weakly referenceable, unlike a batch)."""
+
+
+def test_a_dropped_unclosed_producer_frees_its_pending_batches_callbacks(
+    fake: FakeCluster,
+) -> None:
+    # The application forgets close(): its record waits out a long linger, asyncio.run()
+    # ends, and the producer is collected. Its batch never completes, so it never runs
+    # (and drops) the handle's callback: the producer's finalizer must drop it, or the
+    # batch -> callback -> handle -> batch cycle (invisible to the collector, compiled)
+    # keeps the batch and the callback alive for good.
+    alive: list[weakref.ref[_Sentinel]] = []
+
+    async def forget_close() -> None:
+        producer = Producer(fake.bootstrap_servers, linger_ms=60_000)
+        await producer.start()
+        handle = await producer.send("t", b"a")
+        sentinel = _Sentinel()
+        alive.append(weakref.ref(sentinel))
+        handle.add_done_callback(lambda _done, kept=sentinel: kept)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        asyncio.run(forget_close())
+        gc.collect()
+    assert alive[0]() is None
