@@ -22,6 +22,10 @@ definition, whose behaviour this one repeats.
 
 cimport cython
 
+import logging
+
+_log = logging.getLogger("aioproducer")
+
 # RecordMetadata (``results.py``, which imports this module): set by configure().
 cdef object _metadata = None
 
@@ -90,7 +94,8 @@ cdef class DeliveryHandle:
         return self._batch.outcome(self._index)[2]
 
     def add_done_callback(self, callback):
-        """Call ``callback(handle)`` on the producer's loop once the record is done."""
+        """Call ``callback(handle)`` on the producer's loop once the record is done (at once
+        if it is). An exception it raises is logged to the ``aioproducer`` logger."""
         cdef _DoneCallback wrapper = _DoneCallback.__new__(_DoneCallback)
         wrapper.handle = self
         wrapper.callback = callback
@@ -134,7 +139,12 @@ cdef class _DoneCallback:
     cdef object callback
 
     def __call__(self, _batch):
-        self.callback(self.handle)
+        # The producer's loop runs it: an error of the caller's callback must not stop the
+        # sender or the batch's other callbacks, so it is logged (as asyncio does).
+        try:
+            self.callback(self.handle)
+        except Exception:
+            _log.exception("a DeliveryHandle done-callback raised")
 
 
 def new_handle(batch, Py_ssize_t index, long long timestamp_ms, long long key_size,

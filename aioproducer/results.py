@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import logging
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -19,6 +20,18 @@ from . import speedups
 from .accumulator import HANDLE_FACTORY, ProducerBatch, RecordHandle
 
 __all__ = ["BulkDelivery", "DeliveryHandle", "RecordMetadata"]
+
+_log = logging.getLogger("aioproducer")
+
+
+def _run_callback(callback: Callable[[Any], Any], arg: Any, what: str) -> None:
+    # A done-callback runs on the producer's loop, inside the sender's completion of a
+    # batch: its error must stop neither the sender nor the other callbacks (the other
+    # records' outcomes), so it is logged, as asyncio logs a future's callback errors.
+    try:
+        callback(arg)
+    except Exception:
+        _log.exception("a %s done-callback raised", what)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,8 +106,14 @@ class DeliveryHandle(RecordHandle):
         return self._batch.outcome(self._index)[2]
 
     def add_done_callback(self, callback: Callable[[DeliveryHandle], Any]) -> None:
-        """Call ``callback(handle)`` on the producer's loop once the record is done."""
-        self._batch.add_done_callback(lambda _batch: callback(self))
+        """Call ``callback(handle)`` on the producer's loop once the record is done (at once
+        if it is). An exception it raises is logged to the ``aioproducer`` logger."""
+        handle = self
+
+        def run(_batch: ProducerBatch) -> None:
+            _run_callback(callback, handle, "DeliveryHandle")
+
+        self._batch.add_done_callback(run)
 
     async def wait(self) -> RecordMetadata:
         """Wait for the delivery and return its metadata (same as ``await handle``)."""
@@ -230,16 +249,17 @@ class BulkDelivery:
         callbacks, self._callbacks = self._callbacks, None
         if callbacks:
             for callback in callbacks:
-                callback(self)
+                _run_callback(callback, self, "BulkDelivery")
 
     def done(self) -> bool:
         """Whether every record has been delivered or has failed."""
         return self._pending == 0
 
     def add_done_callback(self, callback: Callable[[BulkDelivery], Any]) -> None:
-        """Call ``callback(bulk)`` on the producer's loop once every record is done."""
+        """Call ``callback(bulk)`` on the producer's loop once every record is done (at
+        once if they are). An exception it raises is logged to the ``aioproducer`` logger."""
         if self._pending == 0:
-            callback(self)
+            _run_callback(callback, self, "BulkDelivery")
         elif self._callbacks is None:
             self._callbacks = [callback]
         else:
