@@ -496,6 +496,30 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
     return head + out.getvalue()
 
 
+def sink_metrics(spark: Any) -> dict[str, dict[str, float]]:
+    """Totals of the JVM sink's producers (read over JMX in the driver's JVM, where
+    ``local`` mode runs them): retries and errors show whether a run hit broker errors."""
+    jvm = spark._jvm
+    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
+    pattern = jvm.javax.management.ObjectName("kafka.producer:type=producer-metrics,*")
+    out: dict[str, dict[str, float]] = {}
+    for name in server.queryNames(pattern, None):
+        client = name.getKeyProperty("client-id")
+        values = out[client] = {}
+        for attr in (
+            "record-send-total",
+            "record-retry-total",
+            "record-error-total",
+            "requests-in-flight",
+            "connection-close-total",
+        ):
+            try:
+                values[attr] = float(server.getAttribute(name, attr))
+            except Exception:  # py4j's error for an attribute this client lacks
+                continue
+    return out
+
+
 def _cause(exc: BaseException) -> str:
     """A failed write's error in one line: for a Spark job, the failed task's own error."""
     lines = str(exc).strip().splitlines() or [""]
@@ -556,6 +580,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS))
     parser.add_argument("--full-verify", action="store_true")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--broker-dir", default=None, help="keep the broker's data and server.log here"
+    )
+    parser.add_argument(
+        "--spark-log-level", default="ERROR", help="the driver's log level (WARN shows the sink's)"
+    )
+    parser.add_argument(
+        "--driver-java-options", default=None, help="spark.driver.extraJavaOptions (GC logs...)"
+    )
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache/aioproducer/bench"))
     parser.add_argument("--out", default=str(_ROOT / "bench/results/spark_compare.md"))
     ns = parser.parse_args(argv)
@@ -593,10 +626,12 @@ def main(argv: list[str] | None = None) -> int:
         builder = builder.config(
             "spark.sql.execution.arrow.maxRecordsPerBatch", str(ns.max_records_per_batch)
         )
+    if ns.driver_java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", ns.driver_java_options)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(ns.spark_log_level)
     frames = {}
     for w in workloads:
         filler = "." * (w.value_size - SEQ_DIGITS)
@@ -615,7 +650,9 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     profile_text = ""
     try:
-        with KafkaCluster(nodes=1, heap="1g", jvm_args=_BROKER_JVM_ARGS) as kc:
+        with KafkaCluster(
+            nodes=1, heap="1g", jvm_args=_BROKER_JVM_ARGS, work_dir=ns.broker_dir
+        ) as kc:
             bootstrap = kc.bootstrap_servers
 
             def run(w: Workload, method: str, tag: str) -> None:
@@ -627,7 +664,11 @@ def main(argv: list[str] | None = None) -> int:
                     extra = WRITERS[method](frames[w], topic, bootstrap, keyed, st)
                 except Exception as exc:
                     failures.append(f"{w.name}, {method} {tag}: {_cause(exc)}")
+                    if method == "spark-kafka":
+                        print(f"JVM sink producers: {sink_metrics(spark)}", file=sys.stderr)
                     return
+                if method == "spark-kafka":
+                    print(f"JVM sink producers: {sink_metrics(spark)}", file=sys.stderr)
                 elapsed = time.perf_counter() - started
                 loads.append(os.getloadavg()[0])
                 if method == "arrow-floor":
