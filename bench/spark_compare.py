@@ -496,30 +496,6 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
     return head + out.getvalue()
 
 
-def sink_metrics(spark: Any) -> dict[str, dict[str, float]]:
-    """Totals of the JVM sink's producers (read over JMX in the driver's JVM, where
-    ``local`` mode runs them): retries and errors show whether a run hit broker errors."""
-    jvm = spark._jvm
-    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
-    pattern = jvm.javax.management.ObjectName("kafka.producer:type=producer-metrics,*")
-    out: dict[str, dict[str, float]] = {}
-    for name in server.queryNames(pattern, None):
-        client = name.getKeyProperty("client-id")
-        values = out[client] = {}
-        for attr in (
-            "record-send-total",
-            "record-retry-total",
-            "record-error-total",
-            "requests-in-flight",
-            "connection-close-total",
-        ):
-            try:
-                values[attr] = float(server.getAttribute(name, attr))
-            except Exception:  # py4j's error for an attribute this client lacks
-                continue
-    return out
-
-
 def _cause(exc: BaseException) -> str:
     """A failed write's error in one line: for a Spark job, the failed task's own error."""
     lines = str(exc).strip().splitlines() or [""]
@@ -664,11 +640,7 @@ def main(argv: list[str] | None = None) -> int:
                     extra = WRITERS[method](frames[w], topic, bootstrap, keyed, st)
                 except Exception as exc:
                     failures.append(f"{w.name}, {method} {tag}: {_cause(exc)}")
-                    if method == "spark-kafka":
-                        print(f"JVM sink producers: {sink_metrics(spark)}", file=sys.stderr)
                     return
-                if method == "spark-kafka":
-                    print(f"JVM sink producers: {sink_metrics(spark)}", file=sys.stderr)
                 elapsed = time.perf_counter() - started
                 loads.append(os.getloadavg()[0])
                 if method == "arrow-floor":
