@@ -8,6 +8,7 @@
         [--partitions 12] [--df-partitions 8] [--master local[2]] [--keyless] [--no-cache]
         [--methods aioproducer,datasource,confluent,spark-kafka,arrow-floor] [--full-verify]
         [--profile] [--out bench/results/spark_compare.md]
+        [--broker-dir DIR] [--spark-log-level WARN] [--driver-java-options=OPTS]
 
 One SparkSession and one single-node Kafka started here. Each workload is one DataFrame
 of ``ROWS`` rows (a string key and a string value of ``VALUE_SIZE`` bytes that starts with
@@ -41,6 +42,10 @@ end offsets must add up to the rows, and the first and last 1,000 records of eve
 partition (or, with ``--full-verify``, every record) must carry distinct, valid sequence
 numbers and matching keys; otherwise the run is reported as failed. Each run's topic is
 deleted after it is checked, so the broker's disk holds one run at a time.
+
+To see why a run failed: ``--broker-dir`` keeps the broker's data and ``server.log``,
+``--spark-log-level WARN`` shows the JVM sink's own warnings (its retries and their
+errors), ``--driver-java-options=-Xlog:gc*:file=gc.log`` the driver JVM's collections.
 """
 
 from __future__ import annotations
