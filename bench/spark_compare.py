@@ -440,22 +440,11 @@ def worker_peak_rss() -> dict[str, int]:
 # -- profile of the Python side -------------------------------------------------------------------
 
 
-def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Settings) -> str:
-    """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
+def task_spec(fields: dict[str, Any], topic: str, bootstrap: str, keyed: bool, st: Settings) -> Any:
+    """The settings ``spark.write`` gives each task, for running its task body here."""
+    from aioproducer.spark import _tasks
 
-    PySpark workers cannot be profiled from the driver, so this runs the same function
-    (``aioproducer.spark._tasks.write_arrow``) in this process on one partition's worth of rows.
-    """
-    import pyarrow as pa
-
-    from aioproducer.spark import _tasks as _spark_tasks
-
-    columns = ["key", "value"] if keyed else ["value"]
-    table = df.select(*columns).limit(250_000).toArrow()
-    # The Arrow batches write() asks Spark for (100,000 rows, at most 8 MiB).
-    batches = table.to_batches(max_chunksize=100_000)
-    fields = {f.name: f.dataType for f in df.select(*columns).schema.fields}
-    spec = _spark_tasks.make_spec(
+    return _tasks.make_spec(
         fields,
         topic,
         bootstrap_servers=bootstrap,
@@ -472,8 +461,27 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
             "batch_size": st.batch_size,
             "max_in_flight_requests_per_connection": st.max_in_flight,
             "compression_type": st.compression,
+            "buffer_memory": st.buffer_memory,
         },
     )
+
+
+def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Settings) -> str:
+    """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
+
+    PySpark workers cannot be profiled from the driver, so this runs the same function
+    (``aioproducer.spark._tasks.write_arrow``) in this process on one partition's worth of rows.
+    """
+    import pyarrow as pa
+
+    from aioproducer.spark import _tasks as _spark_tasks
+
+    columns = ["key", "value"] if keyed else ["value"]
+    table = df.select(*columns).limit(250_000).toArrow()
+    # The Arrow batches write() asks Spark for (100,000 rows, at most 8 MiB).
+    batches = table.to_batches(max_chunksize=100_000)
+    fields = {f.name: f.dataType for f in df.select(*columns).schema.fields}
+    spec = task_spec(fields, topic, bootstrap, keyed, st)
     from aioproducer.runner import default_runner
 
     profiler, loop_profiler = cProfile.Profile(), cProfile.Profile()

@@ -73,32 +73,15 @@ def main(argv: list[str] | None = None) -> None:
     from aioproducer.runner import default_runner
     from aioproducer.spark import _tasks
     from aioproducer.testing import KafkaCluster
+    from bench.spark_compare import Settings, task_spec
 
     data = _batches(ns.rows, ns.value_size)
     fields = {"key": T.StringType(), "value": T.StringType()}
     with KafkaCluster(nodes=1, heap="1g") as kc:
+        settings = Settings(16384, ns.compression)
 
         def spec(topic: str) -> Any:
-            return _tasks.make_spec(
-                fields,
-                topic,
-                bootstrap_servers=kc.bootstrap_servers,
-                key="key",
-                value="value",
-                headers=None,
-                partition=None,
-                topic_column=None,
-                flush_timeout=None,
-                producer_config={
-                    "acks": "all",
-                    "enable_idempotence": True,
-                    "linger_ms": 5,
-                    "batch_size": 16384,
-                    "max_in_flight_requests_per_connection": 5,
-                    "compression_type": ns.compression,
-                    "buffer_memory": 32 << 20,
-                },
-            )
+            return task_spec(fields, topic, kc.bootstrap_servers, True, settings)
 
         warm = f"task-cpu-warm-{uuid.uuid4().hex[:6]}"
         kc.create_topic(warm, partitions=12)
