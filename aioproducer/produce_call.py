@@ -81,8 +81,13 @@ class ProduceCall:
                 builder = batch.builder
                 args = (batch.producer_id, batch.producer_epoch, batch.sequence)
                 # Compression releases the GIL: big batches compress on a worker thread
-                # while the loop keeps accepting records.
-                if builder.codec != Codec.NONE and builder.size_in_bytes >= self.offload:
+                # while the loop keeps accepting records. One compressed already (by the
+                # sending thread) costs a header and a CRC here, less than the thread hop.
+                if (
+                    builder.codec != Codec.NONE
+                    and builder.size_in_bytes >= self.offload
+                    and not builder.holds_compression
+                ):
                     data = await anyio.to_thread.run_sync(builder.build, *args)
                     self.metrics.batches_compressed_off_loop += 1
                 else:

@@ -8,6 +8,7 @@
         [--partitions 12] [--df-partitions 8] [--master local[2]] [--keyless] [--no-cache]
         [--methods aioproducer,datasource,confluent,spark-kafka,arrow-floor] [--full-verify]
         [--profile] [--out bench/results/spark_compare.md]
+        [--broker-dir DIR] [--spark-log-level WARN] [--driver-java-options=OPTS]
 
 One SparkSession and one single-node Kafka started here. Each workload is one DataFrame
 of ``ROWS`` rows (a string key and a string value of ``VALUE_SIZE`` bytes that starts with
@@ -41,6 +42,10 @@ end offsets must add up to the rows, and the first and last 1,000 records of eve
 partition (or, with ``--full-verify``, every record) must carry distinct, valid sequence
 numbers and matching keys; otherwise the run is reported as failed. Each run's topic is
 deleted after it is checked, so the broker's disk holds one run at a time.
+
+To see why a run failed: ``--broker-dir`` keeps the broker's data and ``server.log``,
+``--spark-log-level WARN`` shows the JVM sink's own warnings (its retries and their
+errors), ``--driver-java-options=-Xlog:gc*:file=gc.log`` the driver JVM's collections.
 """
 
 from __future__ import annotations
@@ -435,22 +440,11 @@ def worker_peak_rss() -> dict[str, int]:
 # -- profile of the Python side -------------------------------------------------------------------
 
 
-def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Settings) -> str:
-    """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
+def task_spec(fields: dict[str, Any], topic: str, bootstrap: str, keyed: bool, st: Settings) -> Any:
+    """The settings ``spark.write`` gives each task, for running its task body here."""
+    from aioproducer.spark import _tasks
 
-    PySpark workers cannot be profiled from the driver, so this runs the same function
-    (``aioproducer.spark._tasks.write_arrow``) in this process on one partition's worth of rows.
-    """
-    import pyarrow as pa
-
-    from aioproducer.spark import _tasks as _spark_tasks
-
-    columns = ["key", "value"] if keyed else ["value"]
-    table = df.select(*columns).limit(250_000).toArrow()
-    # The Arrow batches write() asks Spark for (100,000 rows, at most 8 MiB).
-    batches = table.to_batches(max_chunksize=100_000)
-    fields = {f.name: f.dataType for f in df.select(*columns).schema.fields}
-    spec = _spark_tasks.make_spec(
+    return _tasks.make_spec(
         fields,
         topic,
         bootstrap_servers=bootstrap,
@@ -467,8 +461,27 @@ def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Se
             "batch_size": st.batch_size,
             "max_in_flight_requests_per_connection": st.max_in_flight,
             "compression_type": st.compression,
+            "buffer_memory": st.buffer_memory,
         },
     )
+
+
+def profile_worker_path(df: Any, bootstrap: str, topic: str, keyed: bool, st: Settings) -> str:
+    """cProfile of aioproducer's task function fed the DataFrame's own Arrow batches here.
+
+    PySpark workers cannot be profiled from the driver, so this runs the same function
+    (``aioproducer.spark._tasks.write_arrow``) in this process on one partition's worth of rows.
+    """
+    import pyarrow as pa
+
+    from aioproducer.spark import _tasks as _spark_tasks
+
+    columns = ["key", "value"] if keyed else ["value"]
+    table = df.select(*columns).limit(250_000).toArrow()
+    # The Arrow batches write() asks Spark for (100,000 rows, at most 8 MiB).
+    batches = table.to_batches(max_chunksize=100_000)
+    fields = {f.name: f.dataType for f in df.select(*columns).schema.fields}
+    spec = task_spec(fields, topic, bootstrap, keyed, st)
     from aioproducer.runner import default_runner
 
     profiler, loop_profiler = cProfile.Profile(), cProfile.Profile()
@@ -556,6 +569,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS))
     parser.add_argument("--full-verify", action="store_true")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--broker-dir", default=None, help="keep the broker's data and server.log here"
+    )
+    parser.add_argument(
+        "--spark-log-level", default="ERROR", help="the driver's log level (WARN shows the sink's)"
+    )
+    parser.add_argument(
+        "--driver-java-options", default=None, help="spark.driver.extraJavaOptions (GC logs...)"
+    )
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache/aioproducer/bench"))
     parser.add_argument("--out", default=str(_ROOT / "bench/results/spark_compare.md"))
     ns = parser.parse_args(argv)
@@ -593,10 +615,12 @@ def main(argv: list[str] | None = None) -> int:
         builder = builder.config(
             "spark.sql.execution.arrow.maxRecordsPerBatch", str(ns.max_records_per_batch)
         )
+    if ns.driver_java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", ns.driver_java_options)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(ns.spark_log_level)
     frames = {}
     for w in workloads:
         filler = "." * (w.value_size - SEQ_DIGITS)
@@ -615,7 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     profile_text = ""
     try:
-        with KafkaCluster(nodes=1, heap="1g", jvm_args=_BROKER_JVM_ARGS) as kc:
+        with KafkaCluster(
+            nodes=1, heap="1g", jvm_args=_BROKER_JVM_ARGS, work_dir=ns.broker_dir
+        ) as kc:
             bootstrap = kc.bootstrap_servers
 
             def run(w: Workload, method: str, tag: str) -> None:

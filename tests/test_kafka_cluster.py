@@ -25,7 +25,15 @@ from typing import TypeVar
 import pytest
 
 from aioproducer.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
-from aioproducer.testing import KafkaCluster, KafkaSetupError, _cluster, ensure_kafka, find_java
+from aioproducer.protocol.error_codes import ErrorCode
+from aioproducer.testing import (
+    KafkaCluster,
+    KafkaSetupError,
+    _admin,
+    _cluster,
+    ensure_kafka,
+    find_java,
+)
 from aioproducer.testing._cds import class_data_archive
 from aioproducer.testing._install import DEFAULT_KAFKA_VERSION
 
@@ -100,6 +108,41 @@ def test_create_topic_gives_every_partition_a_leader(
         kafka.create_topic(name)
     with pytest.raises(UnknownTopicOrPartitionError):
         kafka.partition_leaders("no-such-topic-" + name)
+
+
+def test_create_topic_returns_once_every_leader_serves_its_partitions(
+    kafka: KafkaCluster, new_topic: NewTopic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A broker lists itself as leader before it has created the partition's log; a
+    # producer that writes then gets NOT_LEADER_OR_FOLLOWER. create_topic waits for
+    # ListOffsets to succeed on each leader.
+    name = new_topic(partitions=24)
+    host, port = kafka.bootstrap_servers.rsplit(":", 1)
+    errors = _admin.list_offsets_errors(host, int(port), name, list(range(24)), timeout=10)
+    assert errors == dict.fromkeys(range(24), int(ErrorCode.NONE))
+
+    real = _admin.list_offsets_errors
+    calls: list[list[int]] = []
+
+    def not_yet(host: str, port: int, topic: str, partitions: list[int], **kw: float) -> dict:
+        calls.append(list(partitions))
+        if len(calls) < 3:
+            return dict.fromkeys(partitions, int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        return real(host, port, topic, partitions, **kw)
+
+    monkeypatch.setattr(_admin, "list_offsets_errors", not_yet)
+    kafka.create_topic(name + "-b", partitions=4)
+    assert calls == [[0, 1, 2, 3]] * 3
+
+    monkeypatch.setattr(
+        _admin,
+        "list_offsets_errors",
+        lambda host, port, topic, partitions, **kw: dict.fromkeys(
+            partitions, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        ),
+    )
+    with pytest.raises(KafkaSetupError, match=r"does not serve partitions \[0, 1\] yet"):
+        kafka.create_topic(name + "-c", partitions=2, timeout=1.0)
 
 
 def test_admin_client_works_inside_a_running_event_loop(kafka: KafkaCluster, topic: str) -> None:

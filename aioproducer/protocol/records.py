@@ -157,6 +157,14 @@ class RecordBatchBuilder(BatchState):
         """Header plus uncompressed records so far: the batch size if it were not compressed."""
         return RECORD_BATCH_OVERHEAD + len(self._buf)
 
+    @property
+    def holds_compression(self) -> bool:
+        """Whether :meth:`build` has the records' compression already (made by an earlier
+        build, or handed in with records encoded elsewhere): building is then only the
+        header and CRC, nothing worth a worker thread."""
+        cached = self._compressed
+        return cached is not None and cached[0] == self.count
+
     def release(self) -> None:
         """Free the encoded records once the batch is settled; the counts stay readable.
 

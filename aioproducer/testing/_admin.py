@@ -27,13 +27,16 @@ from ..protocol.messages import (
     CreatableTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
     Request,
     Response,
     TopicMetadata,
 )
-from ..protocol.versions import CLIENT_VERSIONS, ApiKey, negotiate_versions
+from ..protocol.versions import CLIENT_VERSIONS, CODEC_VERSIONS, ApiKey, negotiate_versions
 
 __all__ = [
     "AdminConnection",
@@ -41,6 +44,7 @@ __all__ = [
     "cluster_view",
     "create_topic",
     "fetch_metadata",
+    "list_offsets_errors",
     "raise_for_topic",
 ]
 
@@ -105,6 +109,8 @@ class AdminConnection:
             response = self._exchange(ApiVersionsRequest(), ApiVersionsResponse, version)
         if response.error_code:
             raise error_for_code(response.error_code, f"ApiVersions from {self._peer()}")
+        #: The broker's own version range of each API (for those a producer never sends).
+        self.broker_ranges: dict[int, tuple[int, int]] = dict(response.api_keys)
         return negotiate_versions(response.api_keys)
 
     def send(self, request: Request[_RespT]) -> _RespT:
@@ -151,6 +157,30 @@ def fetch_metadata(
             None if topics is None else list(topics), allow_auto_topic_creation=False
         )
         return conn.send(request)
+
+
+def list_offsets_errors(
+    host: str, port: int, topic: str, partitions: Sequence[int], *, timeout: float
+) -> dict[int, int]:
+    """The error code of ListOffsets (latest offset) for each of ``topic``'s
+    ``partitions`` on this broker: ``NONE`` where it leads the partition and serves it."""
+    request = ListOffsetsRequest(
+        topics=[(topic, [ListOffsetsPartition(p, -1) for p in partitions])]
+    )
+    with AdminConnection(host, port, timeout=timeout) as conn:
+        # A producer never sends ListOffsets, so it is not among the negotiated APIs.
+        low, high = CODEC_VERSIONS[ApiKey.LIST_OFFSETS]
+        broker_low, broker_high = conn.broker_ranges.get(int(ApiKey.LIST_OFFSETS), (0, -1))
+        version = min(high, broker_high)
+        if version < max(low, broker_low):
+            raise KafkaError(f"{host}:{port} has no ListOffsets version in common")
+        response = conn._exchange(request, ListOffsetsResponse, version)
+    out = {p: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in partitions}
+    for entry in response.topics:
+        if entry.name == topic:
+            for part in entry.partitions:
+                out[part.partition_index] = part.error_code
+    return out
 
 
 def cluster_view(host: str, port: int, *, timeout: float) -> tuple[frozenset[int], int] | None:

@@ -426,7 +426,8 @@ class KafkaCluster:
         timeout: float = 30.0,
     ) -> None:
         """Create topic ``name`` and wait until every running broker knows a leader for each
-        of its partitions.
+        of its partitions and each leader serves them (so a producer's first request is
+        not refused with ``NOT_LEADER_OR_FOLLOWER`` while the leader creates the logs).
 
         ``replication_factor`` defaults to the cluster's ``default.replication.factor``.
         Broker errors are raised as :mod:`aioproducer.errors` exceptions (e.g.

@@ -92,9 +92,18 @@ def wait_for_leaders(
     deadline: float,
 ) -> None:
     """Wait until every ``reachable()`` broker knows ``topic`` with (at least)
-    ``partitions`` partitions, each with a leader."""
+    ``partitions`` partitions, each with a leader, and each leader answers ListOffsets for
+    its partitions.
+
+    Metadata is not enough: a broker lists itself as a new partition's leader before it
+    has created the partition's log (KRaft updates the metadata cache first), and for
+    that moment a produce request gets ``NOT_LEADER_OR_FOLLOWER``. ListOffsets is served
+    by the partition itself, so it answers without error only once the leader can take
+    records.
+    """
     while True:
         problems: list[str] = []
+        leaders: dict[int, int] = {}
         for node in reachable():
             try:
                 response = _admin.fetch_metadata(host, node.broker_port, [topic], timeout=5.0)
@@ -108,6 +117,10 @@ def wait_for_leaders(
                 p.leader_id < 0 for p in entry.partitions
             ):
                 problems.append(f"broker {node.node_id} lacks leaders")
+            else:
+                leaders = {p.partition: p.leader_id for p in entry.partitions}
+        if not problems:
+            problems = _unserved_partitions(host, reachable(), topic, leaders)
         if not problems:
             return
         if time.monotonic() > deadline:
@@ -115,3 +128,29 @@ def wait_for_leaders(
                 f"topic {topic!r} has no leader for every partition in time: " + "; ".join(problems)
             )
         time.sleep(POLL_INTERVAL)
+
+
+def _unserved_partitions(
+    host: str, nodes: list[Node], topic: str, leaders: dict[int, int]
+) -> list[str]:
+    """What keeps ``topic``'s partitions (``leaders``: partition to leader) from being
+    served by their leaders (empty once ListOffsets succeeds for every one)."""
+    ports = {node.node_id: node.broker_port for node in nodes}
+    by_leader: dict[int, list[int]] = {}
+    for partition, leader in leaders.items():
+        by_leader.setdefault(leader, []).append(partition)
+    problems: list[str] = []
+    for leader, owned in sorted(by_leader.items()):
+        port = ports.get(leader)
+        if port is None:
+            problems.append(f"leader {leader} of {topic!r} is not reachable")
+            continue
+        try:
+            errors = _admin.list_offsets_errors(host, port, topic, owned, timeout=5.0)
+        except KafkaError as exc:
+            problems.append(f"broker {leader}: {exc}")
+            continue
+        waiting = sorted(p for p, code in errors.items() if code != ErrorCode.NONE)
+        if waiting:
+            problems.append(f"broker {leader} does not serve partitions {waiting} yet")
+    return problems

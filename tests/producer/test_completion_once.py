@@ -53,3 +53,32 @@ def test_sender_settles_a_produce_call_only_once() -> None:
     assert len(sender._inbox) == 1
     sender._process_inbox(0.0)
     assert sender._in_flight_calls == 0
+
+
+def test_a_batch_compressed_already_is_built_on_the_loop_not_on_a_worker_thread() -> None:
+    # Batches encoded and compressed by the sending thread only need a header and a CRC:
+    # not worth a worker thread. A batch that still needs compressing goes to one.
+    import anyio
+
+    from aioproducer.accumulator import ProducerBatch
+    from aioproducer.protocol.records import RecordBatchBuilder, decode_batches
+
+    def batch(values: list[bytes]) -> ProducerBatch:
+        builder = RecordBatchBuilder(Codec.LZ4)
+        for v in values:
+            builder.append(0, None, v)
+        return ProducerBatch("t", 0, builder, 0.0, 120.0)
+
+    done, fresh = batch([b"a" * 1000] * 20), batch([b"b" * 1000] * 20)
+    done.builder.build()  # compressed once: kept while no record is added
+    assert done.builder.holds_compression and not fresh.builder.holds_compression
+    metrics = Metrics()
+    call = ProduceCall(1, -1, 30000, [done, fresh], 1024, metrics)
+    anyio.run(call.prepare)
+    assert metrics.batches_compressed_off_loop == 1
+    assert fresh.builder.holds_compression
+    ((_, built),) = call.topics
+    values = [[r.value for r in b.records] for b in decode_batches(built[0][1] + built[1][1])]
+    assert values == [[b"a" * 1000] * 20, [b"b" * 1000] * 20]
+    done.builder.append(1, None, b"c")
+    assert not done.builder.holds_compression
