@@ -15,7 +15,7 @@ from typing import Any
 
 from .accumulator import Accumulator, ProducerBatch, TopicPartition
 from .protocol.columnar import BinaryColumn, encode_batches
-from .protocol.record_encoder import INT64_MAX, INT64_MIN, BatchState
+from .protocol.record_encoder import INT64_MAX, INT64_MIN
 from .protocol.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["append_run"]
@@ -68,7 +68,7 @@ def append_run(
         if pieces is not None and fresh:
             if batch is not None and not batch.full:
                 batch.full = True
-                acc._settle(batch)
+                acc.settle(batch)
             added_total, last = _adopt(acc, tp, timestamp_ms, pieces, now, spans)
             last.full = last.reserved >= last.limit
             return stop - start, added_total, True
@@ -82,7 +82,7 @@ def append_run(
                 wake = True
                 break
             if batch is None or batch.full:
-                batch = acc._new_batch(topic, partition, now)
+                batch = acc.new_batch(topic, partition, now)
                 if dq is None:
                     dq = acc.batches[tp] = collections.deque()
                 dq.append(batch)
@@ -131,7 +131,7 @@ def append_run(
             if pos < stop or builder.size_in_bytes >= batch.limit:
                 # The next record did not fit (or nothing more can): the batch is done.
                 batch.full = True
-                acc._settle(batch)
+                acc.settle(batch)
                 wake = True
     finally:
         # Give back what the estimates over-reserved, for appended and unappended
@@ -190,20 +190,9 @@ def _adopt(
     added_total = 0
     batch: ProducerBatch | None = None
     for count, encoded, compressed in pieces:
-        batch = acc._new_batch(topic, tp[1], now)
+        batch = acc.new_batch(topic, tp[1], now)
         dq.append(batch)
-        builder = batch.builder
-        state: BatchState = builder
-        # What RecordBatchBuilder.append_columns does to an empty builder, without
-        # its per-call checks (the timestamp was checked by the caller).
-        state._buf = encoded
-        state.count = count
-        state._base_ts = timestamp_ms
-        state._max_ts = timestamp_ms
-        if compressed is not None:
-            # What build() keeps of a compression, so that it does not compress again
-            # (on the loop) while no record is added.
-            builder._compressed = (count, compressed)
+        batch.builder.adopt_encoded(count, encoded, timestamp_ms, compressed)
         added = len(encoded)
         batch.reserved = RECORD_BATCH_OVERHEAD + added
         batch.full = True
