@@ -14,7 +14,7 @@ import collections
 from typing import Any
 
 from .accumulator import Accumulator, ProducerBatch, TopicPartition
-from .protocol.columnar import BinaryColumn, encode_batches
+from .protocol.columnar import CODEC, BinaryColumn, encode_batches
 from .protocol.record_encoder import INT64_MAX, INT64_MIN
 from .protocol.records import RECORD_BATCH_OVERHEAD
 
@@ -62,8 +62,17 @@ def append_run(
     added_total = 0
     columnar = isinstance(values, BinaryColumn)
     # Columns whose timestamp needs no check fill new batches in one encoder call
-    # (_fresh_batches); the loop below then fills only the partition's open batch.
-    fresh = columnar and INT64_MIN <= timestamp_ms <= INT64_MAX
+    # (_fresh_batches); the loop below then fills only the partition's open batch. So do
+    # lists of bytes without headers, where the compiled encoder runs.
+    fresh = INT64_MIN <= timestamp_ms <= INT64_MAX and (
+        columnar
+        or (
+            CODEC is not None
+            and headers is None
+            and type(values) is list
+            and (keys is None or type(keys) is list)
+        )
+    )
     try:
         if pieces is not None and fresh:
             if batch is not None and not batch.full:
@@ -74,13 +83,18 @@ def append_run(
             return stop - start, added_total, True
         while pos < stop:
             if fresh and (batch is None or batch.full):
-                count, added, batch = _fresh_batches(
+                fresh_run = _fresh_batches(
                     acc, tp, timestamp_ms, (values, keys, headers), (pos, stop), now, spans
                 )
-                pos += count
-                added_total += added
-                wake = True
-                break
+                if fresh_run is not None:
+                    count, added, batch = fresh_run
+                    pos += count
+                    added_total += added
+                    wake = True
+                    break
+                # An item that is not bytes: the loop below appends the records before
+                # it and raises its typed error.
+                fresh = False
             if batch is None or batch.full:
                 batch = acc.new_batch(topic, partition, now)
                 if dq is None:
@@ -144,24 +158,37 @@ def _fresh_batches(
     acc: Accumulator,
     tp: TopicPartition,
     timestamp_ms: int,
-    columns: tuple[BinaryColumn, BinaryColumn | None, BinaryColumn | None],
+    columns: tuple[Any, Any, Any],
     rows: tuple[int, int],
     now: float,
     spans: list[tuple[ProducerBatch, int, int]],
-) -> tuple[int, int, ProducerBatch]:
-    """:func:`append_run`'s ``columns`` (values, keys, headers), rows ``start:stop``
-    (``rows``), into new batches of ``tp``, all
-    encoded by one call (``encode_batches``) and then given their batches in a tight
-    loop; returns ``(records, bytes added, the last batch)``. Every batch but the last
-    is full; the budget is charged their headers at once."""
+) -> tuple[int, int, ProducerBatch] | None:
+    """:func:`append_run`'s ``columns`` (values, keys, headers: binary columns, or lists
+    of bytes without headers), rows ``start:stop`` (``rows``), into new batches of
+    ``tp``, all encoded by one call (``encode_batches`` or ``encode_sequence_batches``)
+    and then given their batches in a tight loop; returns ``(records, bytes added, the
+    last batch)``, or None (nothing done) if a list holds an item that is not bytes.
+    Every batch but the last is full; the budget is charged their headers at once."""
     limit = acc.fill_limit(tp[0])
     # Every record of the run has the same timestamp, so in a batch it starts it is
     # the base and each record's delta is 0 (encoded b"\x00").
     values, keys, headers = columns
     start, stop = rows
-    pieces = encode_batches(
-        values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
-    )
+    if isinstance(values, BinaryColumn):
+        pieces = encode_batches(
+            values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+        )
+    else:
+        # Lists of bytes: append_run took this way only where the compiled encoder runs.
+        codec = CODEC
+        assert codec is not None
+        try:
+            pieces = codec.encode_sequence_batches(
+                values, keys, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+            )
+        except TypeError:
+            # Nothing was appended yet: the caller appends record by record instead.
+            return None
     added_total, batch = _adopt(
         acc, tp, timestamp_ms, [(count, encoded, None) for count, encoded in pieces], now, spans
     )
