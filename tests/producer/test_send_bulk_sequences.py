@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from support import by_partition
 
 from aioproducer import Producer
 from aioproducer.partitioner import partition_for_key
@@ -36,6 +35,31 @@ def _expected_partition(i: int, keys: list[Any], parts: list[Any], count: int) -
     return None if keys[i] is None else partition_for_key(keys[i], count)
 
 
+def _check(
+    bulk: Any, at: dict[tuple[int, int], Any], rows: tuple[list[Any], ...], count: int
+) -> None:
+    """Each record of ``bulk`` is where its metadata says (``at``: the records read back
+    by partition and offset), on its key's or given partition; per partition, those
+    placed by key or given it keep their input order, and so do the sticky ones."""
+    values, keys, parts = rows
+    for i in range(len(values)):
+        md = bulk.metadata(i)
+        rec = at[(md.partition, md.offset)]
+        assert (rec.key, rec.value) == (keys[i], values[i])
+        want = _expected_partition(i, keys, parts, count)
+        if want is not None:
+            assert md.partition == want
+    by_part: dict[int, list[int]] = {}
+    for (p, _offset), rec in sorted(at.items()):
+        if rec.value and rec.value[6:7] == b":":
+            by_part.setdefault(p, []).append(int(rec.value[:6]))
+    for mine in by_part.values():
+        placed = [i for i in mine if _expected_partition(i, keys, parts, count) is not None]
+        assert placed == sorted(placed)
+        free = [i for i in mine if _expected_partition(i, keys, parts, count) is None]
+        assert free == sorted(free)
+
+
 # One event loop: the path under test is the same on each.
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_keyed_lists_land_in_order_with_exact_memory_under_back_pressure() -> None:
@@ -60,21 +84,8 @@ async def test_keyed_lists_land_in_order_with_exact_memory_under_back_pressure()
         for offset, rec in enumerate(recs):
             at[(p, offset)] = rec
     assert len(at) == n + 3000
-    for i in range(n):
-        md = bulk.metadata(i)
-        rec = at[(md.partition, md.offset)]
-        assert (rec.key, rec.value) == (keys[i], values[i])
-        want = _expected_partition(i, keys, parts, 5)
-        if want is not None:
-            assert md.partition == want
-    # Per partition, the bulk's records placed by key or given it keep their input
-    # order, and so do those the sticky partitioner placed, and the keyless bulk's.
+    _check(bulk, at, (values, keys, parts), 5)
     for recs in stored.values():
-        mine = [int(r.value[:6]) for r in recs if r.value and r.value[6:7] == b":"]
-        placed = [i for i in mine if _expected_partition(i, keys, parts, 5) is not None]
-        assert placed == sorted(placed)
-        free = [i for i in mine if _expected_partition(i, keys, parts, 5) is None]
-        assert free == sorted(free)
         sticky = [int(r.value[1:]) for r in recs if r.value and r.value[:1] == b"s"]
         assert sticky == sorted(sticky)
 
@@ -97,18 +108,4 @@ async def test_keyed_lists_compressed_read_back_by_another_client(
     records = [r for r in consume_all(kafka.bootstrap_servers, topic, expected=n + 6)]
     records = [r for r in records if r.value != b"warm-up"]
     assert len(records) == n
-    got = by_partition(records)
-    where = {(r.partition, r.offset): r for r in records}
-    for i in range(n):
-        md = bulk.metadata(i)
-        rec = where[(md.partition, md.offset)]
-        assert (rec.key, rec.value) == (keys[i], values[i])
-        want = _expected_partition(i, keys, parts, 6)
-        if want is not None:
-            assert md.partition == want
-    for recs in got.values():
-        mine = [int(r.value[:6]) for r in recs if r.value]
-        placed = [i for i in mine if _expected_partition(i, keys, parts, 6) is not None]
-        assert placed == sorted(placed)
-        free = [i for i in mine if _expected_partition(i, keys, parts, 6) is None]
-        assert free == sorted(free)
+    _check(bulk, {(r.partition, r.offset): r for r in records}, (values, keys, parts), 6)
