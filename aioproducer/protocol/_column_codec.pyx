@@ -70,6 +70,44 @@ cdef inline uint8_t *_put_varint(uint8_t *out, uint64_t zz) noexcept nogil:
     return out + 1
 
 
+cdef inline int64_t _body_size(Py_ssize_t ts_len, int64_t od, int64_t klen, int64_t vlen,
+                               int64_t hlen) noexcept nogil:
+    """A record's bytes after its length varint (``klen``/``vlen`` -1 for null;
+    ``hlen`` the bytes of its header section)."""
+    return (
+        1 + ts_len + _varint_size(_zigzag(od))
+        + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
+        + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
+        + hlen
+    )
+
+
+cdef inline uint8_t *_put_record(uint8_t *out, int64_t body, const uint8_t *ts,
+                                 Py_ssize_t ts_len, int64_t od, const uint8_t *key,
+                                 int64_t klen, const uint8_t *value,
+                                 int64_t vlen) noexcept nogil:
+    """A record's bytes up to its header section: its length, attributes, timestamp and
+    offset deltas, key and value; returns where the header section goes."""
+    out = _put_varint(out, _zigzag(body))
+    out[0] = 0  # attributes
+    out += 1
+    if ts_len == 1:
+        out[0] = ts[0]
+    else:
+        memcpy(out, ts, ts_len)
+    out += ts_len
+    out = _put_varint(out, _zigzag(od))
+    out = _put_varint(out, _zigzag(klen))
+    if klen > 0:
+        memcpy(out, key, klen)
+        out += klen
+    out = _put_varint(out, _zigzag(vlen))
+    if vlen > 0:
+        memcpy(out, value, vlen)
+        out += vlen
+    return out
+
+
 cdef int _open(object column, Py_buffer *bufs, bint *held, Column *c, Py_ssize_t stop,
                str name) except -1:
     """Acquire the buffers of one column ``(offsets, data, valid)`` into ``bufs[0:3]``
@@ -300,29 +338,12 @@ cdef object _encode(const Column *vc, const Column *kc, const Column *hc, Py_ssi
             vlen = _length(vc, i)
             klen = _length(kc, i) if kc != NULL else -1
             hlen = _offset(hc, i + 1) - _offset(hc, i) if hc != NULL else 1
-            body = (
-                1 + ts_len + _varint_size(_zigzag(od))
-                + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-                + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-                + hlen
+            body = _body_size(ts_len, od, klen, vlen, hlen)
+            out = _put_record(
+                out, body, ts, ts_len, od,
+                kc.data + _offset(kc, i) if klen > 0 else NULL, klen,
+                vc.data + _offset(vc, i), vlen,
             )
-            out = _put_varint(out, _zigzag(body))
-            out[0] = 0  # attributes
-            out += 1
-            if ts_len == 1:
-                out[0] = ts[0]
-            else:
-                memcpy(out, ts, ts_len)
-            out += ts_len
-            out = _put_varint(out, _zigzag(od))
-            out = _put_varint(out, _zigzag(klen))
-            if klen > 0:
-                memcpy(out, kc.data + _offset(kc, i), klen)
-                out += klen
-            out = _put_varint(out, _zigzag(vlen))
-            if vlen > 0:
-                memcpy(out, vc.data + _offset(vc, i), vlen)
-                out += vlen
             if hc != NULL:
                 memcpy(out, hc.data + _offset(hc, i), hlen)
                 out += hlen
@@ -700,12 +721,7 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
         od = i - start
         vlen = _item_len(values[i])
         klen = _item_len(keys[i]) if keys is not None else -1
-        body = (
-            1 + ts_len + _varint_size(_zigzag(od))
-            + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-            + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-            + 1
-        )
+        body = _body_size(ts_len, od, klen, vlen, 1)
         size = body + _varint_size(_zigzag(body))
         if used + size > limit and i > start:
             break
@@ -729,29 +745,11 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
         else:
             key = None
             klen = -1
-        body = (
-            1 + ts_len + _varint_size(_zigzag(od))
-            + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-            + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-            + 1
+        out = _put_record(
+            out, _body_size(ts_len, od, klen, vlen, 1), ts, ts_len, od,
+            <const uint8_t *>PyBytes_AS_STRING(key) if klen > 0 else NULL, klen,
+            <const uint8_t *>PyBytes_AS_STRING(value) if vlen > 0 else NULL, vlen,
         )
-        out = _put_varint(out, _zigzag(body))
-        out[0] = 0  # attributes
-        out += 1
-        if ts_len == 1:
-            out[0] = ts[0]
-        else:
-            memcpy(out, ts, ts_len)
-        out += ts_len
-        out = _put_varint(out, _zigzag(od))
-        out = _put_varint(out, _zigzag(klen))
-        if klen > 0:
-            memcpy(out, PyBytes_AS_STRING(key), klen)
-            out += klen
-        out = _put_varint(out, _zigzag(vlen))
-        if vlen > 0:
-            memcpy(out, PyBytes_AS_STRING(value), vlen)
-            out += vlen
         out[0] = 0  # no headers
         out += 1
     return result
