@@ -1,9 +1,10 @@
 """Appending a bulk send's runs to an :class:`~aioproducer.accumulator.Accumulator`'s
 batches: a run of sequences or of columns (``Intake.append_run`` calls :func:`append_run`).
 
-A run of columns fills the partition's open batch first; the batches after it are encoded
-in one call of the column encoder (or were encoded ahead by the sending thread: pieces)
-and made in a tight loop. Loop-side state, like the accumulator's: nothing locks.
+A run of columns, or of lists of bytes without headers where the compiled column codec
+runs, fills the partition's open batch first; the batches after it are encoded in one
+call of the encoder (or were encoded ahead by the sending thread: pieces) and made in a
+tight loop. Loop-side state, like the accumulator's: nothing locks.
 Compiled with the accumulator (``speedups.HOT_MODULES``): it reads the batches' and the
 builders' fields in place.
 """
@@ -44,7 +45,8 @@ def append_run(
     after the partition's open batch, which takes no more records.
 
     ``keys``/``values``/``headers`` are sequences (encoded by
-    ``RecordBatchBuilder.append_many``) or, for a bulk send of columns,
+    ``RecordBatchBuilder.append_many``, or, lists without headers, by the compiled
+    ``encode_sequence_batches`` into new batches) or, for a bulk send of columns,
     :class:`~aioproducer.protocol.columnar.BinaryColumn` s (``append_columns``).
 
     Adds one ``(batch, index of the first record in it, record count)`` per batch
