@@ -12,7 +12,14 @@ costs little enough to be made per batch.
 The column buffers are read through the buffer protocol as they are: offsets int32 or
 int64 (Arrow's ``binary`` and ``large_binary``), data uint8, validity one byte per row
 (numpy bool) or None. A null row must span no bytes (``BinaryColumn`` makes sure of it).
+
+A bulk send of Python lists of bytes is grouped and encoded here too, from the lists'
+items in place (:func:`group_rows`, :func:`encode_sequence_batches`).
 """
+
+# Over 700 lines on purpose: one C unit, so that the columns' and the lists' encoders
+# share the record writer, the varints and murmur2 as inline functions (a second
+# extension module would need them in a .pxd and a build entry of its own).
 
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,
