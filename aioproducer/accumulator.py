@@ -393,8 +393,8 @@ class Accumulator:
         ):
             if batch is not None:
                 batch.full = True
-                self._settle(batch)
-            batch = self._new_batch(topic, partition, time.monotonic() if now is None else now)
+                self.settle(batch)
+            batch = self.new_batch(topic, partition, time.monotonic() if now is None else now)
             tp = (topic, partition)
             dq = self.batches.get(tp)
             if dq is None:
@@ -422,7 +422,7 @@ class Accumulator:
         batch.reserved = size
         if size >= batch.limit:
             batch.full = True
-            self._settle(batch)
+            self.settle(batch)
             wake = True
         self.last_batch_full = batch.full
         self.last_batch_limit = batch.limit
@@ -468,7 +468,10 @@ class Accumulator:
             return size
         return RECORD_BATCH_OVERHEAD + int((size - RECORD_BATCH_OVERHEAD) * ratio) + 1
 
-    def _new_batch(self, topic: str, partition: int, now: float) -> ProducerBatch:
+    def new_batch(self, topic: str, partition: int, now: float) -> ProducerBatch:
+        """Package-internal (the accumulator's and ``run_append.py``'s): a new empty batch
+        of ``topic``'s ``partition``, counted incomplete, not queued (the caller appends it
+        to the partition's queue)."""
         builder = RecordBatchBuilder(
             self.codec, self.compression_level, transactional=self.transactional
         )
@@ -519,7 +522,9 @@ class Accumulator:
         self._forget(batch)
         batch.fail(exc)
 
-    def _settle(self, batch: ProducerBatch) -> None:
+    def settle(self, batch: ProducerBatch) -> None:
+        """Package-internal (the accumulator's and ``run_append.py``'s): give back what the
+        estimates of a batch that takes no more records over-reserved."""
         if batch.unsettled:
             self.budget.release(batch.unsettled)
             batch.unsettled = 0
@@ -603,7 +608,7 @@ class Accumulator:
         if not dq:
             del self.batches[tp]
         batch.full = True
-        self._settle(batch)
+        self.settle(batch)
         return batch
 
     def head(self, tp: TopicPartition) -> ProducerBatch | None:

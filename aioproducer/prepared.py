@@ -88,6 +88,7 @@ class PreparedColumns:
         "headers",
         "keys",
         "max_estimate",
+        "max_run",
         "order",
         "runs",
         "sizes",
@@ -112,6 +113,9 @@ class PreparedColumns:
         #: than records), so any slice's estimate is one subtraction.
         self.sizes: Any = None
         self.max_estimate = RECORD_FRAMING_BOUND
+        #: At most this many records per slice (0: ``BULK_SLICE``), so that a slice's
+        #: reservation fits a small ``buffer_memory`` with room to spare.
+        self.max_run = 0
         #: Each appended record's position in the input, when grouping reordered them
         #: (a list, or a numpy array for columns).
         self.order: Any = None
@@ -155,6 +159,8 @@ class PreparedColumns:
                         out.append(ColumnRun(self, None, pos, end, self.estimate(pos, end), bulk))
                 continue
             step = sticky_step if part is None else BULK_SLICE
+            if self.max_run:
+                step = min(step, self.max_run)
             for pos in range(start, stop, step):
                 end = min(stop, pos + step)
                 out.append(ColumnRun(self, part, pos, end, self.estimate(pos, end), bulk))

@@ -529,6 +529,13 @@ class Producer:
             raise
         bulk = BulkDelivery(topic, ts)
         budget = self._budget
+        # The sender runs when this yields: once half a request's worth of records is
+        # appended (and at the end), not after every run that filled a batch, so that a
+        # request carries a batch of many partitions rather than one (a request costs the
+        # loop far more than a batch in it).
+        step = self.config.max_request_size // 2
+        unsent = 0
+        woke = False
         try:
             for run in cols.slices(self.config.batch_size, bulk):
                 if not budget.try_reserve(run.size):
@@ -538,8 +545,16 @@ class Producer:
                         budget.release(run.size)
                         self._raise_not_running()
                     info = self._cluster.snapshot.topics.get(topic, info)
+                    unsent = 0
                 if intake.append_run(run, info):
+                    woke = True
+                unsent += run.size
+                if woke and unsent >= step:
+                    woke = False
+                    unsent = 0
                     await anyio.lowlevel.cancel_shielded_checkpoint()
+            if woke:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
         except BaseException as exc:
             if span is not None:
                 hook.failed(span, exc)

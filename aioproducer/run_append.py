@@ -1,9 +1,10 @@
 """Appending a bulk send's runs to an :class:`~aioproducer.accumulator.Accumulator`'s
 batches: a run of sequences or of columns (``Intake.append_run`` calls :func:`append_run`).
 
-A run of columns fills the partition's open batch first; the batches after it are encoded
-in one call of the column encoder (or were encoded ahead by the sending thread: pieces)
-and made in a tight loop. Loop-side state, like the accumulator's: nothing locks.
+A run of columns, or of lists of bytes without headers where the compiled column codec
+runs, fills the partition's open batch first; the batches after it are encoded in one
+call of the encoder (or were encoded ahead by the sending thread: pieces) and made in a
+tight loop. Loop-side state, like the accumulator's: nothing locks.
 Compiled with the accumulator (``speedups.HOT_MODULES``): it reads the batches' and the
 builders' fields in place.
 """
@@ -14,8 +15,8 @@ import collections
 from typing import Any
 
 from .accumulator import Accumulator, ProducerBatch, TopicPartition
-from .protocol.columnar import BinaryColumn, encode_batches
-from .protocol.record_encoder import INT64_MAX, INT64_MIN, BatchState
+from .protocol.columnar import CODEC, BinaryColumn, encode_batches
+from .protocol.record_encoder import INT64_MAX, INT64_MIN
 from .protocol.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["append_run"]
@@ -44,7 +45,8 @@ def append_run(
     after the partition's open batch, which takes no more records.
 
     ``keys``/``values``/``headers`` are sequences (encoded by
-    ``RecordBatchBuilder.append_many``) or, for a bulk send of columns,
+    ``RecordBatchBuilder.append_many``, or, lists without headers, by the compiled
+    ``encode_sequence_batches`` into new batches) or, for a bulk send of columns,
     :class:`~aioproducer.protocol.columnar.BinaryColumn` s (``append_columns``).
 
     Adds one ``(batch, index of the first record in it, record count)`` per batch
@@ -62,27 +64,41 @@ def append_run(
     added_total = 0
     columnar = isinstance(values, BinaryColumn)
     # Columns whose timestamp needs no check fill new batches in one encoder call
-    # (_fresh_batches); the loop below then fills only the partition's open batch.
-    fresh = columnar and INT64_MIN <= timestamp_ms <= INT64_MAX
+    # (_fresh_batches); the loop below then fills only the partition's open batch. So do
+    # lists of bytes without headers, where the compiled encoder runs.
+    fresh = INT64_MIN <= timestamp_ms <= INT64_MAX and (
+        columnar
+        or (
+            CODEC is not None
+            and headers is None
+            and type(values) is list
+            and (keys is None or type(keys) is list)
+        )
+    )
     try:
         if pieces is not None and fresh:
             if batch is not None and not batch.full:
                 batch.full = True
-                acc._settle(batch)
+                acc.settle(batch)
             added_total, last = _adopt(acc, tp, timestamp_ms, pieces, now, spans)
             last.full = last.reserved >= last.limit
             return stop - start, added_total, True
         while pos < stop:
             if fresh and (batch is None or batch.full):
-                count, added, batch = _fresh_batches(
+                fresh_run = _fresh_batches(
                     acc, tp, timestamp_ms, (values, keys, headers), (pos, stop), now, spans
                 )
-                pos += count
-                added_total += added
-                wake = True
-                break
+                if fresh_run is not None:
+                    count, added, batch = fresh_run
+                    pos += count
+                    added_total += added
+                    wake = True
+                    break
+                # An item that is not bytes: the loop below appends the records before
+                # it and raises its typed error.
+                fresh = False
             if batch is None or batch.full:
-                batch = acc._new_batch(topic, partition, now)
+                batch = acc.new_batch(topic, partition, now)
                 if dq is None:
                     dq = acc.batches[tp] = collections.deque()
                 dq.append(batch)
@@ -131,7 +147,7 @@ def append_run(
             if pos < stop or builder.size_in_bytes >= batch.limit:
                 # The next record did not fit (or nothing more can): the batch is done.
                 batch.full = True
-                acc._settle(batch)
+                acc.settle(batch)
                 wake = True
     finally:
         # Give back what the estimates over-reserved, for appended and unappended
@@ -144,24 +160,37 @@ def _fresh_batches(
     acc: Accumulator,
     tp: TopicPartition,
     timestamp_ms: int,
-    columns: tuple[BinaryColumn, BinaryColumn | None, BinaryColumn | None],
+    columns: tuple[Any, Any, Any],
     rows: tuple[int, int],
     now: float,
     spans: list[tuple[ProducerBatch, int, int]],
-) -> tuple[int, int, ProducerBatch]:
-    """:func:`append_run`'s ``columns`` (values, keys, headers), rows ``start:stop``
-    (``rows``), into new batches of ``tp``, all
-    encoded by one call (``encode_batches``) and then given their batches in a tight
-    loop; returns ``(records, bytes added, the last batch)``. Every batch but the last
-    is full; the budget is charged their headers at once."""
+) -> tuple[int, int, ProducerBatch] | None:
+    """:func:`append_run`'s ``columns`` (values, keys, headers: binary columns, or lists
+    of bytes without headers), rows ``start:stop`` (``rows``), into new batches of
+    ``tp``, all encoded by one call (``encode_batches`` or ``encode_sequence_batches``)
+    and then given their batches in a tight loop; returns ``(records, bytes added, the
+    last batch)``, or None (nothing done) if a list holds an item that is not bytes.
+    Every batch but the last is full; the budget is charged their headers at once."""
     limit = acc.fill_limit(tp[0])
     # Every record of the run has the same timestamp, so in a batch it starts it is
     # the base and each record's delta is 0 (encoded b"\x00").
     values, keys, headers = columns
     start, stop = rows
-    pieces = encode_batches(
-        values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
-    )
+    if isinstance(values, BinaryColumn):
+        pieces = encode_batches(
+            values, keys, headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+        )
+    else:
+        # Lists of bytes: append_run took this way only where the compiled encoder runs.
+        codec = CODEC
+        assert codec is not None
+        try:
+            pieces = codec.encode_sequence_batches(
+                values, keys, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+            )
+        except TypeError:
+            # Nothing was appended yet: the caller appends record by record instead.
+            return None
     added_total, batch = _adopt(
         acc, tp, timestamp_ms, [(count, encoded, None) for count, encoded in pieces], now, spans
     )
@@ -190,20 +219,9 @@ def _adopt(
     added_total = 0
     batch: ProducerBatch | None = None
     for count, encoded, compressed in pieces:
-        batch = acc._new_batch(topic, tp[1], now)
+        batch = acc.new_batch(topic, tp[1], now)
         dq.append(batch)
-        builder = batch.builder
-        state: BatchState = builder
-        # What RecordBatchBuilder.append_columns does to an empty builder, without
-        # its per-call checks (the timestamp was checked by the caller).
-        state._buf = encoded
-        state.count = count
-        state._base_ts = timestamp_ms
-        state._max_ts = timestamp_ms
-        if compressed is not None:
-            # What build() keeps of a compression, so that it does not compress again
-            # (on the loop) while no record is added.
-            builder._compressed = (count, compressed)
+        batch.builder.adopt_encoded(count, encoded, timestamp_ms, compressed)
         added = len(encoded)
         batch.reserved = RECORD_BATCH_OVERHEAD + added
         batch.full = True

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidArgumentError, KafkaError, SerializationError
 from .partitioner import partitions_of
 from .prepared import FirstBad, PreparedColumns, group_sequences
+from .protocol.columnar import CODEC
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 
 if TYPE_CHECKING:
@@ -102,7 +103,33 @@ def prepare(
             if p is not None and (type(p) is not int or not 0 <= p < nparts):
                 fail(i, intake.invalid_partition(topic, p, nparts))
                 break
-    if keys is not None and intake.hashes_keys:
+    count = first_bad.index
+    hash_keys = keys is not None and intake.hashes_keys
+    codec = CODEC
+    if codec is not None and (hash_keys or not intake.custom_partitioner):
+        # The compiled grouping (protocol/_column_codec.pyx): keys hashed, rows counted
+        # and moved into partition order in C; the lists it leaves are what the compiled
+        # encoder reads (run_append.py).
+        if type(values) is not list:
+            values = list(values)
+        if keys is not None and type(keys) is not list:
+            keys = list(keys)
+        cols = _prepared(intake, values, keys, headers, header_sizes, vmax + kmax + hmax, first_bad)
+        if count and (hash_keys or parts is not None):
+            order, cols.runs, grouped = codec.group_rows(
+                keys if hash_keys else None,
+                parts,
+                count,
+                nparts,
+                [values, keys, headers, header_sizes],
+            )
+            if order is not None:
+                cols.values, cols.keys, cols.headers, cols.header_sizes = grouped
+                cols.order = order
+        elif count:
+            cols.runs = [(None, 0, count)]
+        return cols
+    if hash_keys:
         # Keys to hash: one compiled loop; an explicit partition wins over the key's.
         hashed = partitions_of(keys, first_bad.index, nparts)
         if parts is not None:
@@ -123,12 +150,30 @@ def prepare(
                 except Exception as exc:
                     fail(i, intake.partitioner_failed(exc))
                     break
-    cols = PreparedColumns(values, keys, headers)
-    cols.header_sizes = header_sizes
-    cols.max_estimate = RECORD_FRAMING_BOUND + vmax + kmax + hmax
-    cols.error = first_bad.error
-    cols.count = first_bad.index
+    cols = _prepared(intake, values, keys, headers, header_sizes, vmax + kmax + hmax, first_bad)
     if parts is not None:
         del parts[first_bad.index :]
     group_sequences(cols, parts, first_bad.index)
+    return cols
+
+
+def _prepared(
+    intake: ColumnChecks,
+    values: Any,
+    keys: Any,
+    headers: Any,
+    header_sizes: list[int] | None,
+    largest: int,
+    first_bad: FirstBad,
+) -> PreparedColumns:
+    """The checked sequences as :class:`PreparedColumns`, not grouped yet (``largest``:
+    the largest record's bytes beyond its framing)."""
+    cols = PreparedColumns(values, keys, headers)
+    cols.header_sizes = header_sizes
+    cols.max_estimate = RECORD_FRAMING_BOUND + largest
+    # A slice reserves at most a quarter of the largest request or buffer: one larger
+    # than the buffer would wait for room forever.
+    cols.max_run = max(1, intake.max_size // 4 // cols.max_estimate)
+    cols.error = first_bad.error
+    cols.count = first_bad.index
     return cols

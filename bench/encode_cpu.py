@@ -17,6 +17,10 @@ time as a bulk send's slices come (4096), and reports the CPU time
   producer's ``Intake.columns`` (checks, sizes, and with ``--keyed`` the keys hashed and
   the rows grouped by partition, 12 partitions) and then ``append_columns`` partition by
   partition, a builder per partition.
+* ``bulk/lists``: the same for a bulk send of Python lists: ``Intake.columns`` (checks,
+  sizes, with ``--keyed`` the keys hashed and the rows grouped), then each slice
+  encoded into new batches in one call (``encode_sequence_batches``), a builder per
+  batch (``append_many`` where the compiled codec does not run, as with ``--numpy``).
 
 The column cases run the compiled column encoder where it is installed
 (``python -m aioproducer info``); ``--numpy`` runs its numpy twin instead, in the same
@@ -92,9 +96,7 @@ def _fill_batches(array: pa.Array, key_array: pa.Array | None, limit: int, run: 
             values, keys, None, pos, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
         )
         for count, encoded in pieces:
-            builder = RecordBatchBuilder()
-            builder._buf = encoded
-            builder.count = count
+            RecordBatchBuilder().adopt_encoded(count, encoded, TS, None)
 
 
 def _fill_bulk(array: pa.Array, key_array: pa.Array | None, limit: int, run: int) -> None:
@@ -113,6 +115,31 @@ def _fill_bulk(array: pa.Array, key_array: pa.Array | None, limit: int, run: int
                 pos += count
                 if pos < end:
                     builder = RecordBatchBuilder()
+
+
+def _fill_lists(values: list[bytes], keys: list[bytes] | None, limit: int, run: int) -> None:
+    # As send_bulk of lists does: checked (and keyed: hashed and grouped) once, then each
+    # slice encoded into new batches in one call, a builder per batch.
+    parts = tuple(range(12))
+    info = TopicInfo("t", parts, dict.fromkeys(parts, 1), dict.fromkeys(parts, 0), parts)
+    cols = _INTAKE.columns("t", info, values, keys, None, None)
+    codec = columnar.CODEC
+    if codec is None:
+        _fill_many(cols.values, cols.keys, limit, run)
+        return
+    for _part, start, stop in cols.runs:
+        for pos, end in _runs(stop - start, run):
+            pieces = codec.encode_sequence_batches(
+                cols.values,
+                cols.keys,
+                start + pos,
+                start + end,
+                b"\x00",
+                RECORD_BATCH_OVERHEAD,
+                limit,
+            )
+            for count, encoded in pieces:
+                RecordBatchBuilder().adopt_encoded(count, encoded, TS, None)
 
 
 _INTAKE = Producer("localhost:9092").intake
@@ -163,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         ("columns/string", lambda limit: _fill_columns(string, key_array, limit, args.run)),
         ("columns/batches", lambda limit: _fill_batches(binary, key_array, limit, args.run)),
         ("bulk/arrow", lambda limit: _fill_bulk(binary, key_array, limit, args.run)),
+        ("bulk/lists", lambda limit: _fill_lists(values, keys, limit, args.run)),
     ]
     limits = (16384, 1 << 20)
     print(f"{n} records of 100 B{' with 10-B keys' if keys else ''}, median of {args.rounds}")

@@ -12,7 +12,14 @@ costs little enough to be made per batch.
 The column buffers are read through the buffer protocol as they are: offsets int32 or
 int64 (Arrow's ``binary`` and ``large_binary``), data uint8, validity one byte per row
 (numpy bool) or None. A null row must span no bytes (``BinaryColumn`` makes sure of it).
+
+A bulk send of Python lists of bytes is grouped and encoded here too, from the lists'
+items in place (:func:`group_rows`, :func:`encode_sequence_batches`).
 """
+
+# Over 700 lines on purpose: one C unit, so that the columns' and the lists' encoders
+# share the record writer, the varints and murmur2 as inline functions (a second
+# extension module would need them in a .pxd and a build entry of its own).
 
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,
@@ -22,7 +29,7 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -68,6 +75,44 @@ cdef inline uint8_t *_put_varint(uint8_t *out, uint64_t zz) noexcept nogil:
         zz >>= 7
     out[0] = <uint8_t>zz
     return out + 1
+
+
+cdef inline int64_t _body_size(Py_ssize_t ts_len, int64_t od, int64_t klen, int64_t vlen,
+                               int64_t hlen) noexcept nogil:
+    """A record's bytes after its length varint (``klen``/``vlen`` -1 for null;
+    ``hlen`` the bytes of its header section)."""
+    return (
+        1 + ts_len + _varint_size(_zigzag(od))
+        + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
+        + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
+        + hlen
+    )
+
+
+cdef inline uint8_t *_put_record(uint8_t *out, int64_t body, const uint8_t *ts,
+                                 Py_ssize_t ts_len, int64_t od, const uint8_t *key,
+                                 int64_t klen, const uint8_t *value,
+                                 int64_t vlen) noexcept nogil:
+    """A record's bytes up to its header section: its length, attributes, timestamp and
+    offset deltas, key and value; returns where the header section goes."""
+    out = _put_varint(out, _zigzag(body))
+    out[0] = 0  # attributes
+    out += 1
+    if ts_len == 1:
+        out[0] = ts[0]
+    else:
+        memcpy(out, ts, ts_len)
+    out += ts_len
+    out = _put_varint(out, _zigzag(od))
+    out = _put_varint(out, _zigzag(klen))
+    if klen > 0:
+        memcpy(out, key, klen)
+        out += klen
+    out = _put_varint(out, _zigzag(vlen))
+    if vlen > 0:
+        memcpy(out, value, vlen)
+        out += vlen
+    return out
 
 
 cdef int _open(object column, Py_buffer *bufs, bint *held, Column *c, Py_ssize_t stop,
@@ -300,29 +345,12 @@ cdef object _encode(const Column *vc, const Column *kc, const Column *hc, Py_ssi
             vlen = _length(vc, i)
             klen = _length(kc, i) if kc != NULL else -1
             hlen = _offset(hc, i + 1) - _offset(hc, i) if hc != NULL else 1
-            body = (
-                1 + ts_len + _varint_size(_zigzag(od))
-                + _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-                + _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-                + hlen
+            body = _body_size(ts_len, od, klen, vlen, hlen)
+            out = _put_record(
+                out, body, ts, ts_len, od,
+                kc.data + _offset(kc, i) if klen > 0 else NULL, klen,
+                vc.data + _offset(vc, i), vlen,
             )
-            out = _put_varint(out, _zigzag(body))
-            out[0] = 0  # attributes
-            out += 1
-            if ts_len == 1:
-                out[0] = ts[0]
-            else:
-                memcpy(out, ts, ts_len)
-            out += ts_len
-            out = _put_varint(out, _zigzag(od))
-            out = _put_varint(out, _zigzag(klen))
-            if klen > 0:
-                memcpy(out, kc.data + _offset(kc, i), klen)
-                out += klen
-            out = _put_varint(out, _zigzag(vlen))
-            if vlen > 0:
-                memcpy(out, vc.data + _offset(vc, i), vlen)
-                out += vlen
             if hc != NULL:
                 memcpy(out, hc.data + _offset(hc, i), hlen)
                 out += hlen
@@ -543,3 +571,192 @@ def gather(column, order, Py_ssize_t count, out_offsets, out_data):
         for i in range(6):
             if held[i]:
                 PyBuffer_Release(&bufs[i])
+
+
+# -- a bulk send of Python sequences (lists of bytes or None) --------------------------------
+#
+# The same grouping and encoding as for columns, read straight from the lists' items: no
+# buffer is built from them first (the items are where the bytes already are).
+
+
+cdef inline int64_t _item_len(object item) except -2:
+    """An item's byte length, -1 for None; anything but bytes is refused."""
+    if item is None:
+        return -1
+    if type(item) is not bytes:
+        raise TypeError(f"expected bytes or None, got {type(item).__name__}")
+    return PyBytes_GET_SIZE(item)
+
+
+def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns):
+    """Group the first ``count`` rows of a bulk send of sequences by partition, stably.
+
+    A row's partition is ``parts[i]`` if ``parts`` (a list of int or None) gives one,
+    else the one Java's default partitioner picks for ``keys[i]`` among
+    ``num_partitions`` if ``keys`` is a list and the key is not None, else None (the
+    sticky partitioner's). Every given partition must be in ``0..num_partitions - 1``.
+
+    Returns ``(order, runs, grouped)``: ``order`` each grouped row's position in the
+    input (a list; None if all rows share a partition, then nothing moves), ``runs`` a
+    ``(partition or None, start, stop)`` per partition, the sticky partitioner's rows
+    first, then by partition; ``grouped`` the lists of ``columns`` (a list of lists or
+    None) in that order, ``count`` items each.
+    """
+    cdef list klist = keys
+    cdef list plist = parts
+    cdef Py_ssize_t bins = num_partitions + 1
+    cdef Py_ssize_t i, slot, used = 0, total, j
+    cdef int64_t n
+    cdef object item
+    cdef int32_t *slots = NULL
+    cdef int64_t *counts = NULL
+    cdef int64_t *nexts = NULL
+    cdef int64_t *order = NULL
+    cdef list runs, out, grouped, column, moved
+    if num_partitions <= 0:
+        raise ValueError("num_partitions must be positive")
+    if count < 0 or (klist is not None and len(klist) < count) or (
+        plist is not None and len(plist) < count
+    ):
+        raise ValueError(f"keys and parts must hold {count} rows")
+    for column in columns:
+        if column is not None and len(column) < count:
+            raise ValueError(f"every column must hold {count} rows")
+    try:
+        slots = <int32_t *>PyMem_Malloc((count if count > 0 else 1) * sizeof(int32_t))
+        counts = <int64_t *>PyMem_Malloc(bins * sizeof(int64_t))
+        nexts = <int64_t *>PyMem_Malloc(bins * sizeof(int64_t))
+        order = <int64_t *>PyMem_Malloc((count if count > 0 else 1) * sizeof(int64_t))
+        if slots == NULL or counts == NULL or nexts == NULL or order == NULL:
+            raise MemoryError()
+        for i in range(bins):
+            counts[i] = 0
+        for i in range(count):
+            slot = 0
+            item = plist[i] if plist is not None else None
+            if item is not None:
+                n = item
+                if n < 0 or n >= num_partitions:
+                    raise ValueError(f"partition {n} is outside 0..{num_partitions - 1}")
+                slot = n + 1
+            elif klist is not None:
+                item = klist[i]
+                n = _item_len(item)
+                if n >= 0:
+                    slot = (
+                        _murmur2(<const uint8_t *>PyBytes_AS_STRING(item), n) & 0x7FFFFFFF
+                    ) % num_partitions + 1
+            slots[i] = <int32_t>slot
+            counts[slot] += 1
+        runs = []
+        total = 0
+        for slot in range(bins):
+            nexts[slot] = total
+            if counts[slot]:
+                used += 1
+                runs.append((None if slot == 0 else slot - 1, total, total + counts[slot]))
+                total += counts[slot]
+        if used <= 1:
+            return None, runs, [column for column in columns]
+        for i in range(count):
+            slot = slots[i]
+            order[nexts[slot]] = i
+            nexts[slot] += 1
+        out = [order[i] for i in range(count)]
+        grouped = []
+        for column in columns:
+            if column is None:
+                grouped.append(None)
+                continue
+            moved = [None] * count
+            for i in range(count):
+                j = order[i]
+                moved[i] = column[j]
+            grouped.append(moved)
+        return out, runs, grouped
+    finally:
+        PyMem_Free(slots)
+        PyMem_Free(counts)
+        PyMem_Free(nexts)
+        PyMem_Free(order)
+
+
+def encode_sequence_batches(
+    list values not None,
+    keys,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    bytes ts_part not None,
+    int64_t empty_size,
+    int64_t max_bytes,
+):
+    """:func:`encode_batches` for rows of lists: ``values`` and ``keys`` (a list, or None:
+    no keys) hold bytes or None, and no record has headers. The same batches, byte for
+    byte, as the columns of the same rows would give."""
+    cdef list klist = keys
+    cdef list out = []
+    cdef Py_ssize_t pos = start
+    cdef Py_ssize_t count = 0
+    if start < 0 or stop > len(values) or (klist is not None and stop > len(klist)):
+        raise ValueError(f"rows {start}:{stop} are not all in the lists")
+    while pos < stop:
+        result = _encode_items(values, klist, pos, stop, ts_part, empty_size, max_bytes, &count)
+        out.append((count, result))
+        pos += count
+    return out
+
+
+cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t stop,
+                          bytes ts_part, int64_t size_so_far, int64_t limit,
+                          Py_ssize_t *count_out):
+    """One new batch's records from rows ``start:`` of the lists, as :func:`_encode` with
+    offset deltas from 0 and at least one record: a ``bytearray``, its count in
+    ``count_out``."""
+    cdef Py_ssize_t ts_len = len(ts_part)
+    cdef const uint8_t *ts = <const uint8_t *>PyBytes_AS_STRING(ts_part)
+    cdef Py_ssize_t i, end
+    cdef int64_t used, body, vlen, klen, total, od, size
+    cdef uint8_t *out
+    cdef object value, key
+    cdef object result
+
+    # Pass 1: each record's size, and where the batch is cut.
+    used = size_so_far
+    total = 0
+    i = start
+    while i < stop:
+        od = i - start
+        vlen = _item_len(values[i])
+        klen = _item_len(keys[i]) if keys is not None else -1
+        body = _body_size(ts_len, od, klen, vlen, 1)
+        size = body + _varint_size(_zigzag(body))
+        if used + size > limit and i > start:
+            break
+        used += size
+        total += size
+        i += 1
+    end = i
+    count_out[0] = end - start
+
+    # Pass 2: the bytes, record after record (the items cannot change in between: the
+    # lists' items are bytes, which are immutable, and nothing else runs meanwhile).
+    result = PyByteArray_FromStringAndSize(NULL, total)
+    out = <uint8_t *>PyByteArray_AS_STRING(result)
+    for i in range(start, end):
+        od = i - start
+        value = values[i]
+        vlen = -1 if value is None else PyBytes_GET_SIZE(value)
+        if keys is not None:
+            key = keys[i]
+            klen = -1 if key is None else PyBytes_GET_SIZE(key)
+        else:
+            key = None
+            klen = -1
+        out = _put_record(
+            out, _body_size(ts_len, od, klen, vlen, 1), ts, ts_len, od,
+            <const uint8_t *>PyBytes_AS_STRING(key) if klen > 0 else NULL, klen,
+            <const uint8_t *>PyBytes_AS_STRING(value) if vlen > 0 else NULL, vlen,
+        )
+        out[0] = 0  # no headers
+        out += 1
+    return result

@@ -424,6 +424,20 @@ class RecordBatchBuilder(BatchState):
                 current.append(record.timestamp_ms, record.key, record.value, record.headers)
         return parts
 
+    def adopt_encoded(
+        self, count: int, encoded: bytearray, timestamp_ms: int, compressed: bytes | None
+    ) -> None:
+        """Package-internal (``run_append.py``): make this empty builder hold ``count``
+        records already encoded as ``encoded``, all timestamped ``timestamp_ms`` (checked
+        by the caller), as if appended; ``compressed``, if given, is ``encoded``
+        compressed with this builder's codec, which :meth:`build` then uses as it is
+        (until a record is added) instead of compressing on the event loop."""
+        self._buf = encoded
+        self.count = count
+        self._base_ts = timestamp_ms
+        self._max_ts = timestamp_ms
+        self._compressed = None if compressed is None else (count, compressed)
+
     def _truncate(self, length: int, count: int, max_ts: int) -> None:
         del self._buf[length:]
         self.count = count
