@@ -535,22 +535,46 @@ class Intake:
             # (each run's pieces start a batch; the open one is left partly filled).
             return
         limit = acc.fill_limit(run.bulk.topic)
-        if cols.estimate(run.start, run.stop) < limit:
+        start, stop = run.start, run.stop
+        if cols.estimate(start, stop) < limit:
             return
+        level = acc.compression_level
+        # The first batch is cut at the topic's estimated ratio, which starts at 1.0 and
+        # learns slowly (as Java's does: it cannot re-cut a batch it underestimated). Its
+        # real ratio is known once it is compressed here, so the rest of the run is cut
+        # where its records compress to about batch_size, as batch_size means bytes sent.
+        sizes = cols.sizes
+        first = int(sizes.searchsorted(sizes[start] + limit - RECORD_BATCH_OVERHEAD, "right")) - 1
+        first = min(stop, max(start + 1, first))
         pieces = encode_batches(
             cols.values,
             cols.keys,
             cols.headers,
-            run.start,
-            run.stop,
+            start,
+            first,
             b"\x00",
             RECORD_BATCH_OVERHEAD,
             limit,
         )
-        level = acc.compression_level
-        run.pieces = [
-            (count, encoded, compress(codec, encoded, level)) for count, encoded in pieces
-        ]
+        out = [(count, encoded, compress(codec, encoded, level)) for count, encoded in pieces]
+        if first < stop:
+            encoded_bytes = sum(len(piece[1]) for piece in out)
+            compressed_bytes = sum(len(piece[2]) for piece in out)
+            if 0 < compressed_bytes < encoded_bytes:
+                fitting = acc.batch_size * encoded_bytes // compressed_bytes
+                limit = min(acc.max_batch_bytes, max(limit, fitting))
+            rest = encode_batches(
+                cols.values,
+                cols.keys,
+                cols.headers,
+                first,
+                stop,
+                b"\x00",
+                RECORD_BATCH_OVERHEAD,
+                limit,
+            )
+            out += [(count, encoded, compress(codec, encoded, level)) for count, encoded in rest]
+        run.pieces = out
 
     def _leaders(self, topic: str) -> dict[int, int] | None:
         info = self.cluster.snapshot.topics.get(topic)

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
             if not (ns.same_topic and rep):
                 topic = f"task-cpu-{uuid.uuid4().hex[:6]}"
                 kc.create_topic(topic, partitions=12)
-            task_spec = spec(topic)
+            rep_spec = spec(topic)
             profiler, loop_profiler = cProfile.Profile(), cProfile.Profile()
 
             async def switch(on: bool, p: cProfile.Profile = loop_profiler) -> None:
@@ -102,14 +102,14 @@ def main(argv: list[str] | None = None) -> None:
                 default_runner().call(switch, True)
                 profiler.enable()
             before, cpu0, wall0 = _thread_cpu(), time.process_time(), time.perf_counter()
-            stats = next(iter(_tasks.write_arrow(task_spec, iter(data)))).to_pylist()[0]
+            stats = next(iter(_tasks.write_arrow(rep_spec, iter(data)))).to_pylist()[0]
             after, cpu1, wall1 = _thread_cpu(), time.process_time(), time.perf_counter()
             if profile:
                 profiler.disable()
                 default_runner().call(switch, False)
             if stats["delivered"] != ns.rows:
                 raise SystemExit(f"delivered {stats['delivered']} of {ns.rows}: {stats}")
-            producer = _tasks._idle[task_spec.cache_key][0]
+            producer = _tasks._idle[rep_spec.cache_key][0]
             m = producer.metrics()
             cpu = cpu1 - cpu0
             print(
