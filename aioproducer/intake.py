@@ -538,7 +538,6 @@ class Intake:
         start, stop = run.start, run.stop
         if cols.estimate(start, stop) < limit:
             return
-        level = acc.compression_level
         # The first batch is cut at the topic's estimated ratio, which starts at 1.0 and
         # learns slowly (as Java's does: it cannot re-cut a batch it underestimated). Its
         # real ratio is known once it is compressed here, so the rest of the run is cut
@@ -546,35 +545,29 @@ class Intake:
         sizes = cols.sizes
         first = int(sizes.searchsorted(sizes[start] + limit - RECORD_BATCH_OVERHEAD, "right")) - 1
         first = min(stop, max(start + 1, first))
-        pieces = encode_batches(
-            cols.values,
-            cols.keys,
-            cols.headers,
-            start,
-            first,
-            b"\x00",
-            RECORD_BATCH_OVERHEAD,
-            limit,
-        )
-        out = [(count, encoded, compress(codec, encoded, level)) for count, encoded in pieces]
+        out = self._compressed_batches(cols, start, first, limit)
         if first < stop:
             encoded_bytes = sum(len(piece[1]) for piece in out)
             compressed_bytes = sum(len(piece[2]) for piece in out)
             if 0 < compressed_bytes < encoded_bytes:
                 fitting = acc.batch_size * encoded_bytes // compressed_bytes
                 limit = min(acc.max_batch_bytes, max(limit, fitting))
-            rest = encode_batches(
-                cols.values,
-                cols.keys,
-                cols.headers,
-                first,
-                stop,
-                b"\x00",
-                RECORD_BATCH_OVERHEAD,
-                limit,
-            )
-            out += [(count, encoded, compress(codec, encoded, level)) for count, encoded in rest]
+            out += self._compressed_batches(cols, first, stop, limit)
         run.pieces = out
+
+    def _compressed_batches(
+        self, cols: PreparedColumns, start: int, stop: int, limit: int
+    ) -> list[tuple[int, bytearray, bytes]]:
+        # Records start:stop of ``cols`` as whole batches of at most ``limit`` bytes:
+        # (records, their bytes, those bytes compressed with the producer's codec).
+        acc = self._acc
+        pieces = encode_batches(
+            cols.values, cols.keys, cols.headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+        )
+        return [
+            (count, encoded, compress(acc.codec, encoded, acc.compression_level))
+            for count, encoded in pieces
+        ]
 
     def _leaders(self, topic: str) -> dict[int, int] | None:
         info = self.cluster.snapshot.topics.get(topic)

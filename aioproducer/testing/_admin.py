@@ -114,12 +114,21 @@ class AdminConnection:
         return negotiate_versions(response.api_keys)
 
     def send(self, request: Request[_RespT]) -> _RespT:
-        """Send ``request`` at the negotiated version and return the broker's response."""
+        """Send ``request`` at the negotiated version and return the broker's response.
+
+        An API a producer never sends (ListOffsets) is not among the negotiated ones: it
+        goes at the newest version this package's codec and the broker share.
+        """
         api_key = request.API_KEY
-        try:
-            version = self.versions[api_key]
-        except KeyError:
-            raise KafkaError(f"{self._peer()} does not support {api_key.name}") from None
+        version = self.versions.get(api_key)
+        if version is None:
+            codec = CODEC_VERSIONS.get(api_key)
+            broker = self.broker_ranges.get(int(api_key))
+            if codec is None or broker is None:
+                raise KafkaError(f"{self._peer()} does not support {api_key.name}")
+            version = min(codec[1], broker[1])
+            if version < max(codec[0], broker[0]):
+                raise KafkaError(f"{self._peer()} has no {api_key.name} version in common")
         response_type: Any = request.RESPONSE
         result: _RespT = self._exchange(request, response_type, version)
         return result
@@ -168,13 +177,7 @@ def list_offsets_errors(
         topics=[(topic, [ListOffsetsPartition(p, -1) for p in partitions])]
     )
     with AdminConnection(host, port, timeout=timeout) as conn:
-        # A producer never sends ListOffsets, so it is not among the negotiated APIs.
-        low, high = CODEC_VERSIONS[ApiKey.LIST_OFFSETS]
-        broker_low, broker_high = conn.broker_ranges.get(int(ApiKey.LIST_OFFSETS), (0, -1))
-        version = min(high, broker_high)
-        if version < max(low, broker_low):
-            raise KafkaError(f"{host}:{port} has no ListOffsets version in common")
-        response = conn._exchange(request, ListOffsetsResponse, version)
+        response: ListOffsetsResponse = conn.send(request)
     out = {p: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in partitions}
     for entry in response.topics:
         if entry.name == topic:
