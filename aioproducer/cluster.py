@@ -16,6 +16,7 @@ drop its own state of it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import random
@@ -39,6 +40,7 @@ from .errors import (
     error_class_for_code,
     error_for_code,
 )
+from .hedge import first_answer
 from .protocol.error_codes import ErrorCode
 from .protocol.messages import MetadataRequest, MetadataResponse
 
@@ -305,8 +307,17 @@ class Cluster:
         known = [n for n in self.snapshot.brokers if n not in ids]
         random.shuffle(known)
         ids.extend(n for n in known if not self._suspect(n))
-        ids.extend(boot_live)
+        # A bootstrap connection reaches some broker: if that broker's own connection was
+        # lost or failed, asking it through the bootstrap address is no safer.
+        at = {address: n for n, address in self.snapshot.brokers.items()}
+        doubtful = set()
+        for b in boot_live:
+            address = self._address(b)
+            if address is not None and address in at and self._suspect(at[address]):
+                doubtful.add(b)
+        ids.extend(b for b in boot_live if b not in doubtful)
         ids.extend(n for n in known if self._suspect(n))
+        ids.extend(b for b in boot_live if b in doubtful)
         n = len(self.config.bootstrap_list)
         boot = [_BOOTSTRAP_BASE - ((self._bootstrap_index + i) % n) for i in range(n)]
         ids.extend(b for b in boot if b not in ids)
@@ -483,7 +494,11 @@ class Cluster:
 
     async def refresh(self) -> ClusterSnapshot:
         """Fetch metadata from the least loaded reachable broker: for every tracked topic,
-        or only for the new ones when nothing else calls for a full refresh."""
+        or only for the new ones when nothing else calls for a full refresh.
+
+        A broker that has not answered within ``retry_backoff_max_ms`` is not waited for
+        alone: the next candidate is asked too, and the first answer counts.
+        """
         now = time.monotonic()
         self._just_expired = {}
         self._expire_idle(now)
@@ -495,35 +510,40 @@ class Cluster:
         if full:
             self._full_refresh_wanted = False
         wanted = sorted(self._topics if full else self._new_topics)
-        last: BaseException | None = None
-        for node_id in self.least_loaded_candidates():
-            if self.is_backing_off(node_id) and node_id not in self._connections:
-                continue
-            try:
-                conn = await self.connect(node_id)
-                request = MetadataRequest(
-                    topics=wanted,
-                    allow_auto_topic_creation=self.config.allow_auto_create_topics,
-                )
-                response: MetadataResponse = await conn.request(request)
-            except AuthenticationError:
-                if full:
-                    self._full_refresh_wanted = True
-                raise
-            except KafkaError as exc:
-                last = exc
-                continue
-            self._new_topics.difference_update(wanted)
-            self._apply(response, full)
-            return self.snapshot
-        if full:
-            self._full_refresh_wanted = True
-        if last is None:
+        candidates = [
+            node_id
+            for node_id in self.least_loaded_candidates()
+            if node_id in self._connections or not self.is_backing_off(node_id)
+        ]
+        if not candidates:
+            if full:
+                self._full_refresh_wanted = True
             # Everything is backing off: wait for the earliest backoff to end.
             soonest = min(self._backoff_until.values(), default=time.monotonic())
             await anyio.sleep(max(0.0, soonest - time.monotonic()))
             raise self.last_error or ConnectionError("no broker reachable")
-        raise last
+        request = MetadataRequest(
+            topics=wanted, allow_auto_topic_creation=self.config.allow_auto_create_topics
+        )
+        assert self._task_group is not None, "Cluster.bind() was not called"
+        try:
+            response: MetadataResponse = await first_answer(
+                [functools.partial(self._ask, node_id, request) for node_id in candidates],
+                self.config.retry_backoff_max_ms / 1000,
+                self._task_group,
+            )
+        except KafkaError:
+            if full:
+                self._full_refresh_wanted = True
+            raise
+        self._new_topics.difference_update(wanted)
+        self._apply(response, full)
+        return self.snapshot
+
+    async def _ask(self, node_id: int, request: MetadataRequest) -> MetadataResponse:
+        conn = await self.connect(node_id)
+        response: MetadataResponse = await conn.request(request)
+        return response
 
     def _expire_idle(self, now: float) -> None:
         """Stop tracking topics idle for ``metadata_max_idle_ms`` with nothing unsent."""

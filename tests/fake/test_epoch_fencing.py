@@ -67,9 +67,11 @@ async def test_held_requests_released_after_the_next_record_are_fenced(
     assert after.offset == 1
     assert metrics["producer_epoch_bumps"] >= 1
     assert metrics["producer_id_resets"] == 0
-    # Same producer id, the next epoch: the bump is what fences.
+    # Same producer id, a later epoch: the bump is what fences. (A late batch still within
+    # its delivery timeout at the first bump is renumbered, held and timed out again, which
+    # bumps once more.)
     (_, pid, epoch), (_, after_pid, after_epoch) = _epochs(fake)
-    assert after_pid == pid and after_epoch == epoch + 1
+    assert after_pid == pid and epoch < after_epoch == epoch + metrics["producer_epoch_bumps"]
     # Every old-epoch request handled after the bump was refused for its epoch. (Those
     # queued behind a held one on a connection the producer closed are never handled.)
     handled_late = [

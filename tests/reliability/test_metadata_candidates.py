@@ -54,3 +54,20 @@ def test_brokers_that_failed_or_were_lost_are_asked_last() -> None:
     ids = cluster.least_loaded_candidates()
     assert ids[:2] == [3, BOOT]
     assert set(ids[2:]) == {1, 2}
+
+
+def test_a_bootstrap_connection_to_a_lost_broker_is_asked_after_the_healthy_ones() -> None:
+    # The bootstrap address is broker 1's. Its own connection timed out (it is frozen), but
+    # the idle bootstrap connection to it still looks open: asking through it would hold
+    # the refresh for a whole request timeout.
+    cluster = Cluster(ProducerConfig.from_kwargs({"bootstrap_servers": "127.0.0.1:9001"}))
+    cluster.snapshot = ClusterSnapshot({n: ("127.0.0.1", 9000 + n) for n in (1, 2, 3)}, {}, {})
+    conns: dict[int, Any] = {BOOT: _Conn(BOOT), 1: _Conn(1, closed=True)}
+    cluster._connections = conns
+    ids = cluster.least_loaded_candidates()
+    assert set(ids[:2]) == {2, 3}
+    assert ids[2:] == [1, BOOT]
+    # A bootstrap connection to a healthy broker keeps its place before the lost ones.
+    conns[1] = _Conn(1)
+    conns[2] = _Conn(2, closed=True)
+    assert cluster.least_loaded_candidates() == [1, 3, BOOT, 2]
