@@ -335,7 +335,16 @@ def marker(servers: str, topic: str, checkpoint: Path, partition: int) -> int:
         {"bootstrap.servers": servers, "group.id": group, "isolation.level": "read_committed"}
     )
     try:
-        [tp] = consumer.committed([ck.TopicPartition(topic, MARKER_PARTITION)], timeout=10)
-        return int(tp.offset)
+        # A new group's first lookup can outlast 10 s on a loaded machine (its coordinator
+        # is found, then asked): ask again rather than read a timeout as an answer.
+        for attempt in range(3):
+            try:
+                [tp] = consumer.committed([ck.TopicPartition(topic, MARKER_PARTITION)], timeout=10)
+            except ck.KafkaException as exc:
+                if attempt == 2 or exc.args[0].code() != ck.KafkaError._TIMED_OUT:
+                    raise
+                continue
+            return int(tp.offset)
+        raise AssertionError("unreachable")
     finally:
         consumer.close()
