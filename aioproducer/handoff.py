@@ -519,6 +519,20 @@ class Engine(Generic[P]):
                     self.state = CLOSED
                 self.handoff.close()
 
+    def forget_callbacks(self) -> None:
+        """In a process forked from this engine's: its loop thread does not exist here, so
+        nothing will complete the records it holds. Drop every callback still waiting
+        for one (in the hand-off's chunks and in the batches): each references its
+        :class:`~aioproducer.DeliveryFuture`, which references the hand-off and,
+        compiled, is invisible to the cyclic collector (``_future.pyx``): kept, they
+        would keep the parent's producer alive in the child for good."""
+        handoff: Handoff[P] | None = getattr(self, "handoff", None)
+        if handoff is not None:
+            for pending in (handoff.pending, *(entry[0] for entry in handoff.backlog)):
+                pending.callbacks = []
+        if self.producer is not None:
+            self.producer.abandon_batches()
+
     def check_running(self) -> None:
         if self.state != RUNNING:
             raise ProducerClosedError("the producer is closed")
