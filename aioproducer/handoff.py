@@ -109,6 +109,9 @@ class Handoff(HandoffCore, Generic[P]):
         # Loop side: chunks being moved into the accumulator, [chunk, next index].
         self.backlog: collections.deque[list[Any]] = collections.deque()
         self.pump_scheduled = False
+        #: Whether this is a forked child of the loop's process (Engine.forget_callbacks):
+        #: then nothing will complete the records handed over, nor run their callbacks.
+        self.orphaned = False
         #: Estimated bytes of the bulk sends handed over whose end the loop has not
         #: reached (guarded by ``cond``; see :data:`BULK_AHEAD`).
         self.bulks_ahead = 0
@@ -236,6 +239,8 @@ class Handoff(HandoffCore, Generic[P]):
     def when_done(self, pending: Pending, pos: int, callback: FutureCallback) -> bool:
         """Call ``callback`` on the loop once record ``pos`` of ``pending`` is done;
         ``False`` if it already is (the caller runs it)."""
+        if self.orphaned:
+            return True  # nothing completes the record in this process: never runs
         with self.cond:
             out = self.outcome(pending, pos)
             if out is None:
@@ -528,6 +533,7 @@ class Engine(Generic[P]):
         would keep the parent's producer alive in the child for good."""
         handoff: Handoff[P] | None = getattr(self, "handoff", None)
         if handoff is not None:
+            handoff.orphaned = True
             for pending in (handoff.pending, *(entry[0] for entry in handoff.backlog)):
                 pending.callbacks = []
         if self.producer is not None:
