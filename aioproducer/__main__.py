@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from . import Producer, __version__, results, speedups
+from . import Producer, __version__, results, speedups, sync
 from .results import DeliveryHandle
 
 _DESCRIPTION = """\
@@ -253,6 +253,7 @@ def _info(args: argparse.Namespace) -> int:
     column_codec = "compiled" if columnar.CODEC is not None else "numpy"
     print(f"columns     {column_codec}: {columnar.CODEC_REASON}")
     print(f"handles     {results.HANDLE_ACTIVE}: {results.HANDLE_REASON}")
+    print(f"futures     {sync.FUTURE_ACTIVE}: {sync.FUTURE_REASON}")
     compiler = speedups.can_compile()
     print(f"C compiler  {compiler or 'none found'}")
     if (

@@ -26,14 +26,18 @@ import logging
 
 _log = logging.getLogger("aioproducer")
 
-# RecordMetadata (``results.py``, which imports this module): set by configure().
+# RecordMetadata and raisable() (``results.py``, which imports this module): set by
+# configure().
 cdef object _metadata = None
+cdef object _raisable = None
 
 
-def configure(metadata):
-    """Package-internal: the class of the metadata a delivered record's handle returns."""
-    global _metadata
+def configure(metadata, raisable):
+    """Package-internal: the class of the metadata a delivered record's handle returns, and
+    what copies a failed record's error to raise it (``results.raisable``)."""
+    global _metadata, _raisable
     _metadata = metadata
+    _raisable = raisable
 
 
 @cython.no_gc
@@ -68,7 +72,8 @@ cdef class DeliveryHandle:
         return self._batch.done
 
     def result(self):
-        """The metadata of a delivered record; raises its error if it failed.
+        """The metadata of a delivered record; raises its error if it failed (a copy of
+        what :meth:`exception` returns).
 
         Raises ``RuntimeError`` if the delivery is still pending.
         """
@@ -77,7 +82,9 @@ cdef class DeliveryHandle:
             raise RuntimeError("the record's delivery is still pending; await the handle")
         offset, log_append_time, exc = batch.outcome(self._index)
         if exc is not None:
-            raise exc
+            # A copy: raised, the batch's own error would reference the caller's frames,
+            # and they this handle (a cycle the collector cannot see; results.raisable).
+            raise _raisable(exc)
         return _metadata(
             batch.topic,
             batch.partition,

@@ -109,6 +109,9 @@ class Handoff(HandoffCore, Generic[P]):
         # Loop side: chunks being moved into the accumulator, [chunk, next index].
         self.backlog: collections.deque[list[Any]] = collections.deque()
         self.pump_scheduled = False
+        #: Whether this is a forked child of the loop's process (Engine.forget_callbacks):
+        #: then nothing will complete the records handed over, nor run their callbacks.
+        self.orphaned = False
         #: Estimated bytes of the bulk sends handed over whose end the loop has not
         #: reached (guarded by ``cond``; see :data:`BULK_AHEAD`).
         self.bulks_ahead = 0
@@ -236,6 +239,8 @@ class Handoff(HandoffCore, Generic[P]):
     def when_done(self, pending: Pending, pos: int, callback: FutureCallback) -> bool:
         """Call ``callback`` on the loop once record ``pos`` of ``pending`` is done;
         ``False`` if it already is (the caller runs it)."""
+        if self.orphaned:
+            return True  # nothing completes the record in this process: never runs
         with self.cond:
             out = self.outcome(pending, pos)
             if out is None:
@@ -518,6 +523,21 @@ class Engine(Generic[P]):
                 with self.lock:
                     self.state = CLOSED
                 self.handoff.close()
+
+    def forget_callbacks(self) -> None:
+        """In a process forked from this engine's: its loop thread does not exist here, so
+        nothing will complete the records it holds. Drop every callback still waiting
+        for one (in the hand-off's chunks and in the batches): each references its
+        :class:`~aioproducer.DeliveryFuture`, which references the hand-off and,
+        compiled, is invisible to the cyclic collector (``_future.pyx``): kept, they
+        would keep the parent's producer alive in the child for good."""
+        handoff: Handoff[P] | None = getattr(self, "handoff", None)
+        if handoff is not None:
+            handoff.orphaned = True
+            for pending in (handoff.pending, *(entry[0] for entry in handoff.backlog)):
+                pending.callbacks = []
+        if self.producer is not None:
+            self.producer.abandon_batches()
 
     def check_running(self) -> None:
         if self.state != RUNNING:

@@ -148,12 +148,17 @@ class Producer:
             # Python hides ResourceWarning unless asked (-X dev, -W): the log is seen
             # by default (logging's last-resort handler prints warnings to stderr).
             log.warning("%s", text)
-        acc = getattr(self, "_acc", None)
-        if acc is not None:
-            # Nothing completes these batches any more: their handles' callbacks, which
-            # a batch keeps until it completes, would keep them alive for good.
-            for batch in acc.incomplete:
-                batch.abandon()
+        if getattr(self, "_acc", None) is not None:
+            self.abandon_batches()
+
+    def abandon_batches(self) -> None:
+        """Package-internal: nothing will complete the incomplete batches any more (the
+        producer is being collected, or this is a forked child of its process): drop
+        their callbacks unrun. They reference handles or futures, which reference the
+        batches and may be invisible to the cyclic collector: kept, they would keep the
+        batches (and what they reach) alive for good."""
+        for batch in self._acc.incomplete:
+            batch.abandon()
 
     def __repr__(self) -> str:
         state = ("new", "running", "closing", "closed")[self._state]

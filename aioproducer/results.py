@@ -34,6 +34,34 @@ def _run_callback(callback: Callable[[Any], Any], arg: Any, what: str) -> None:
         _log.exception("a %s done-callback raised", what)
 
 
+def raisable(exc: BaseException) -> BaseException:
+    """Package-internal: what raising the stored error ``exc`` of a record raises, a copy of it.
+
+    A raised exception takes the frames it passes through into its traceback, and those
+    frames their local variables: typically the handle or future whose ``result()`` or
+    ``await`` raised it. Raising the batch's own error object would make it reference
+    those frames, and so (through the handle, which references the batch) make a cycle
+    through the handle. Where the handle is of a type the cyclic collector cannot see
+    (compiled, ``_handle.pyx``), that cycle would keep the batch, the frames and all
+    their locals alive for good. The copy has the same type, arguments, attributes,
+    cause and context, and references nothing the batch does not; ``exception()``
+    still returns the stored error itself.
+    """
+    cls = type(exc)
+    try:
+        # Without calling __init__, which may build its arguments from others (as
+        # BrokerResponseError's message does).
+        copy = cls.__new__(cls, *exc.args)
+        vars(copy).update(vars(exc))
+    except Exception:  # an exception class unlike the package's: raise it as it is
+        return exc
+    copy.__cause__ = exc.__cause__
+    copy.__context__ = exc.__context__
+    copy.__suppress_context__ = exc.__suppress_context__
+    copy.__traceback__ = exc.__traceback__
+    return copy
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecordMetadata:
     """Where a delivered record landed.
@@ -81,7 +109,8 @@ class DeliveryHandle(RecordHandle):
         return self._batch.done
 
     def result(self) -> RecordMetadata:
-        """The metadata of a delivered record; raises its error if it failed.
+        """The metadata of a delivered record; raises its error if it failed (a copy of
+        what :meth:`exception` returns).
 
         Raises ``RuntimeError`` if the delivery is still pending.
         """
@@ -89,7 +118,7 @@ class DeliveryHandle(RecordHandle):
             raise RuntimeError("the record's delivery is still pending; await the handle")
         offset, log_append_time, exc = self._batch.outcome(self._index)
         if exc is not None:
-            raise exc
+            raise raisable(exc)
         return RecordMetadata(
             self._batch.topic,
             self._batch.partition,
@@ -146,7 +175,7 @@ def _use_compiled_handle() -> None:
     module, HANDLE_REASON = speedups.extension("aioproducer._handle")
     if module is None:
         return
-    module.configure(RecordMetadata)
+    module.configure(RecordMetadata, raisable)
     HANDLE_FACTORY.append(module.new_handle)
     # Rebound here, at import: every module that imports DeliveryHandle (the intake,
     # isinstance() checks, the package's namespace) gets the compiled type.

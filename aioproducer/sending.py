@@ -32,6 +32,7 @@ from .intake import Intake, PreparedRecord, RecordFields, partitioner_failed
 from .results import DeliveryHandle
 
 __all__ = [
+    "FUTURE_FACTORY",
     "TRACING",
     "FutureCallback",
     "HandoffCore",
@@ -145,7 +146,7 @@ class HandoffCore:
     def __init__(
         self,
         intake: Intake,
-        promise: type[PromiseCore],
+        promise: type[Any],
         wake: Callable[[], None],
     ) -> None:
         self.intake = intake
@@ -395,12 +396,24 @@ class PromiseCore:
         return out
 
 
+#: ``(class, factory)`` of the compiled :class:`~aioproducer.sync.DeliveryFuture`
+#: (``_future.pyx``) once ``sync.py`` has made it the public one, else empty:
+#: :func:`new_promise` then builds every promise of that class with one call of the factory.
+FUTURE_FACTORY: Final[list[tuple[type[Any], Callable[[Any, Pending, int, Any], Any]]]] = []
+
+
 def new_promise(
-    cls: type[PromiseCore], handoff: Any, pending: Pending, pos: int, record: RecordFields
-) -> PromiseCore:
+    cls: type[Any], handoff: Any, pending: Pending, pos: int, record: RecordFields
+) -> Any:
     """A promise of class ``cls`` (:class:`~aioproducer.sync.DeliveryFuture`) for entry
-    ``pos`` of ``pending``, the checked ``record`` handed over there."""
-    promise = cls()
+    ``pos`` of ``pending``, the checked ``record`` handed over there: by the compiled
+    future's factory if ``cls`` is its class (:data:`FUTURE_FACTORY`), else an instance of
+    ``cls``, a :class:`PromiseCore` subclass."""
+    if FUTURE_FACTORY:
+        compiled, factory = FUTURE_FACTORY[0]
+        if cls is compiled:
+            return factory(handoff, pending, pos, record)
+    promise: PromiseCore = cls()
     promise._handoff = handoff
     promise._pending = pending
     promise._pos = pos

@@ -74,6 +74,8 @@ EXTENSIONS: tuple[str, ...] = (
     "aioproducer.protocol._column_codec",
     # DeliveryHandle without garbage-collector support (``results.py`` chooses it).
     "aioproducer._handle",
+    # DeliveryFuture likewise (``sync.py`` chooses it).
+    "aioproducer._future",
 )
 #: Set to ``1`` to run the pure-Python sources even where compiled modules are installed.
 ENV_VAR = "AIOPRODUCER_PURE_PYTHON"

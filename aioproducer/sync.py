@@ -22,14 +22,16 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from . import results, speedups
+from .accumulator import HANDLE_FACTORY, ProducerBatch
 from .config import ProducerConfig
 from .errors import KafkaError, KafkaTimeoutError, ProducerClosedError, TransactionFailedError
 from .handoff import RUNNING, Engine, Handoff, Tally
 from .intake import Headers, PreparedRecord, aligned, check_topic, record_timestamp
 from .producer import Producer
-from .results import BulkDelivery, DeliveryHandle, RecordMetadata
+from .results import BulkDelivery, DeliveryHandle, RecordMetadata, raisable
 from .runner import LoopRunner, default_runner
-from .sending import FutureCallback, PromiseCore, SyncSendPath
+from .sending import FUTURE_FACTORY, FutureCallback, PromiseCore, SyncSendPath
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -100,7 +102,9 @@ class DeliveryFuture(PromiseCore):
         out = self._wait(timeout)
         if isinstance(out, DeliveryHandle):
             return out.result()
-        raise out
+        # A copy: raised, the stored error would reference the caller's frames, which
+        # reference this future (see results.raisable).
+        raise raisable(out)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; the delivery's error, or ``None`` if it succeeded."""
@@ -132,7 +136,7 @@ class DeliveryFuture(PromiseCore):
                     future.set_result(out.result())
                 else:
                     assert out is not None
-                    future.set_exception(out)
+                    future.set_exception(raisable(out))
             except BaseException as exc:
                 future.set_exception(exc)
 
@@ -147,6 +151,33 @@ class DeliveryFuture(PromiseCore):
             state = "done" if out.done() else "pending"
             return f"<DeliveryFuture {out.topic}-{out.partition} {state}>"
         return f"<DeliveryFuture failed {type(out).__name__}>"
+
+
+#: Which :class:`DeliveryFuture` runs: ``"compiled"`` (``_future.pyx``) or ``"pure"``.
+FUTURE_ACTIVE = "pure"
+#: Why :data:`FUTURE_ACTIVE` is what it is, in words.
+FUTURE_REASON = "not selected yet"
+
+
+def _use_compiled_future() -> None:
+    """Make the compiled future ``DeliveryFuture`` where the compiled handle runs (which
+    it builds outcomes with) and the future was compiled with it."""
+    global DeliveryFuture, FUTURE_ACTIVE, FUTURE_REASON
+    if results.HANDLE_ACTIVE != "compiled" or not HANDLE_FACTORY:
+        FUTURE_REASON = f"the pure-Python DeliveryHandle runs ({results.HANDLE_REASON})"
+        return
+    module, FUTURE_REASON = speedups.extension("aioproducer._future")
+    if module is None:
+        return
+    module.configure(ProducerBatch, HANDLE_FACTORY[0], raisable, _WaitTimeout, FutureCallback)
+    FUTURE_FACTORY.append((module.DeliveryFuture, module.new_future))
+    # Rebound here, at import: the package's namespace, the engines this module starts
+    # and isinstance() checks all get the compiled type.
+    DeliveryFuture = module.DeliveryFuture  # type: ignore[misc]
+    FUTURE_ACTIVE = "compiled"
+
+
+_use_compiled_future()
 
 
 class BulkFuture:
@@ -233,6 +264,9 @@ class SyncProducer:
 
     def _after_fork_in_child(self) -> None:
         # The engine belongs to the parent's loop thread, which does not exist here.
+        if self._engine is not None:
+            # Its records will never complete here: their futures' callbacks must go.
+            self._engine.forget_callbacks()
         self._lock = threading.Lock()
         self._engine = None
         self._send_path.engine = None

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from aioproducer import DeliveryHandle, Producer, ProducerClosedError, results, speedups
+from aioproducer import DeliveryHandle, KafkaError, Producer, ProducerClosedError, results, speedups
 from aioproducer.testing import FakeCluster
 
 pytestmark = pytest.mark.anyio
@@ -67,7 +67,10 @@ async def test_a_compiled_handle_is_not_tracked_by_the_collector(fake: FakeClust
         assert (meta.topic, meta.partition, meta.serialized_key_size) == ("t", 0, 1)
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_held_handles_do_not_advance_the_collector(fake: FakeCluster) -> None:
+    # On trio too: nothing a send allocates per record outlives it there either (the
+    # checkpoint between batches, the compiled coroutine and its awaitable are freed).
     _require_compiled()
     records = 5000
     async with Producer(fake.bootstrap_servers, linger_ms=1000, batch_size=1 << 20) as producer:
@@ -192,3 +195,33 @@ def test_a_dropped_unclosed_producer_frees_its_pending_batches_callbacks(
         asyncio.run(forget_close())
         gc.collect()
     assert alive[0]() is None
+
+
+async def _await_in_a_frame_holding(handle: DeliveryHandle, kept: list[weakref.ref[Any]]) -> None:
+    sentinel = _Sentinel()  # lives as long as this frame
+    kept.append(weakref.ref(sentinel))
+    with pytest.raises(KafkaError):
+        await handle
+
+
+async def test_a_failed_record_awaited_in_a_frame_holding_its_handle_frees_that_frame(
+    fake: FakeCluster,
+) -> None:
+    # The raised error's traceback references the awaiting frame, which references the
+    # handle. Had the batch's own error object been raised, the batch would reference
+    # that frame: batch -> error -> frame -> handle -> batch, kept for good compiled.
+    kept: list[weakref.ref[Any]] = []
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send_and_wait("t", b"warm")
+        fake.inject_error("Produce", "TOPIC_AUTHORIZATION_FAILED", count=100)
+        handle = await producer.send("t", b"v")
+        await _await_in_a_frame_holding(handle, kept)
+        error = handle.exception()
+        assert isinstance(error, KafkaError)
+        # What is raised is a copy of the stored error, alike in type, text and attributes.
+        with pytest.raises(type(error), match="TOPIC_AUTHORIZATION_FAILED") as raised:
+            handle.result()
+        assert raised.value is not error and vars(raised.value) == vars(error)
+        del raised, handle, error
+    gc.collect()
+    assert kept[0]() is None
