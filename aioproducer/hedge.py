@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -73,7 +73,7 @@ async def first_answer(
             finished += 1
             ok, value = outcome
             if ok:
-                return value  # type: ignore[no-any-return]
+                return cast(T, value)
             if isinstance(value, AuthenticationError) or not isinstance(value, KafkaError):
                 raise value
             if finished == len(attempts):
