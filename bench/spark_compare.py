@@ -437,21 +437,36 @@ def worker_peak_rss() -> dict[str, int]:
     return peaks
 
 
+def _descendants() -> list[str]:
+    """The process ids (as /proc names) descending from this process: Spark's JVM, its
+    Python daemons and workers, the broker; not other users' of the machine."""
+    children: dict[str, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(entry)
+    found, todo = [], [str(os.getpid())]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
 def cpu_by_role() -> dict[str, float]:
-    """CPU seconds used so far by this machine's Spark processes of this user, by role:
+    """CPU seconds used so far by this process's Spark and Kafka descendants, by role:
     ``jvm`` (the Spark driver, which runs the tasks' JVM side in local mode), ``python``
     (the PySpark daemons and workers, with the workers that have exited, which their
     daemon reaped) and ``broker`` (Kafka). Differences of two readings give a run's CPU,
     which other work on the machine disturbs far less than its wall time."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {"jvm": 0.0, "python": 0.0, "broker": 0.0}
-    me = os.getuid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in _descendants():
         try:
-            if os.stat(f"/proc/{entry}").st_uid != me:
-                continue
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
