@@ -411,17 +411,13 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def worker_peak_rss() -> dict[str, int]:
-    """The largest VmHWM (peak resident set, bytes) of this machine's PySpark Python
-    workers of each pool: ``sql`` (mapInArrow) and ``rdd`` (foreachPartition). The SQL
-    pool's workers have SPARK_SIMPLIFIED_TRACEBACK in their environment."""
+    """The largest VmHWM (peak resident set, bytes) of this run's PySpark Python workers
+    (not other Spark jobs' on the machine) of each pool: ``sql`` (mapInArrow) and ``rdd``
+    (foreachPartition). The SQL pool's workers have SPARK_SIMPLIFIED_TRACEBACK in their
+    environment."""
     peaks = {"sql": 0, "rdd": 0}
-    me = os.getuid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in _descendants():
         try:
-            if os.stat(f"/proc/{entry}").st_uid != me:
-                continue
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
                 continue
