@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"rep {rep}: process CPU {cpu / ns.rows * 1e6:.2f} us/row, wall "
                 f"{wall1 - wall0:.2f} s, load {os.getloadavg()[0]:.1f}; so far "
                 f"{m['batches_sent']:,} batches of {m['records_per_batch_mean']:.0f} records "
-                f"on average, {m['batches_compressed_off_loop']:,} built on worker threads"
+                f"on average, {m['batches_compressed_off_loop']:,} built on worker threads, "
+                f"{m['requests_sent']:,} requests"
             )
             for key, total in sorted(after.items(), key=lambda kv: -kv[1]):
                 spent = total - before.get(key, 0.0)
