@@ -456,8 +456,8 @@ def _descendants() -> list[str]:
 def cpu_by_role() -> dict[str, float]:
     """CPU seconds used so far by this process's Spark and Kafka descendants, by role:
     ``jvm`` (the Spark driver, which runs the tasks' JVM side in local mode), ``python``
-    (the PySpark daemons and workers, with the workers that have exited, which their
-    daemon reaped) and ``broker`` (Kafka). Differences of two readings give a run's CPU,
+    (the PySpark daemons and workers, with those that have exited, which their daemon or
+    the JVM reaped) and ``broker`` (Kafka). Differences of two readings give a run's CPU,
     which other work on the machine disturbs far less than its wall time."""
     tick = os.sysconf("SC_CLK_TCK")
     out = {"jvm": 0.0, "python": 0.0, "broker": 0.0}
@@ -473,6 +473,9 @@ def cpu_by_role() -> dict[str, float]:
         elif b"pyspark.worker" in cmdline:
             role, used = "python", int(fields[11]) + int(fields[12])
         elif b"org.apache.spark.deploy.SparkSubmit" in cmdline:
+            # Its children are Python processes (the daemons, and the data source's
+            # planning workers, which exit after each write): their time once reaped.
+            out["python"] += (int(fields[13]) + int(fields[14])) / tick
             role, used = "jvm", int(fields[11]) + int(fields[12])
         elif b"kafka.Kafka" in cmdline:
             role, used = "broker", int(fields[11]) + int(fields[12])
