@@ -786,7 +786,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for m in methods:
             ex = extras.get((w, m), [])
-            pool = {"aioproducer": "sql", "arrow-floor": "sql", "confluent": "rdd"}.get(m)
+            pool = {
+                "aioproducer": "sql",
+                "datasource": "sql",
+                "arrow-floor": "sql",
+                "confluent": "rdd",
+            }.get(m)
             rss = f"{max(e['rss'][pool] for e in ex) / 2**20:,.0f} MiB" if pool and ex else "-"
             if m not in med:
                 lines.append(f"| {names[m]} | FAILED | | | | | {rss} |")
