@@ -411,17 +411,13 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def worker_peak_rss() -> dict[str, int]:
-    """The largest VmHWM (peak resident set, bytes) of this machine's PySpark Python
-    workers of each pool: ``sql`` (mapInArrow) and ``rdd`` (foreachPartition). The SQL
-    pool's workers have SPARK_SIMPLIFIED_TRACEBACK in their environment."""
+    """The largest VmHWM (peak resident set, bytes) of this run's PySpark Python workers
+    (not other Spark jobs' on the machine) of each pool: ``sql`` (mapInArrow) and ``rdd``
+    (foreachPartition). The SQL pool's workers have SPARK_SIMPLIFIED_TRACEBACK in their
+    environment."""
     peaks = {"sql": 0, "rdd": 0}
-    me = os.getuid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in _descendants():
         try:
-            if os.stat(f"/proc/{entry}").st_uid != me:
-                continue
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
                 continue
@@ -435,6 +431,58 @@ def worker_peak_rss() -> dict[str, int]:
         pool = "sql" if b"SPARK_SIMPLIFIED_TRACEBACK" in environ else "rdd"
         peaks[pool] = max(peaks[pool], int(hwm) * 1024)
     return peaks
+
+
+def _descendants() -> list[str]:
+    """The process ids (as /proc names) descending from this process: Spark's JVM, its
+    Python daemons and workers, the broker; not other users' of the machine."""
+    children: dict[str, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(entry)
+    found, todo = [], [str(os.getpid())]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds used so far by this process's Spark and Kafka descendants, by role:
+    ``jvm`` (the Spark driver, which runs the tasks' JVM side in local mode), ``python``
+    (the PySpark daemons and workers, with those that have exited, which their daemon or
+    the JVM reaped) and ``broker`` (Kafka). Differences of two readings give a run's CPU,
+    which other work on the machine disturbs far less than its wall time."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"jvm": 0.0, "python": 0.0, "broker": 0.0}
+    for entry in _descendants():
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"pyspark.daemon" in cmdline:
+            # The daemon's own time and its reaped workers' (cutime, cstime).
+            role, used = "python", sum(int(f) for f in fields[11:15])
+        elif b"pyspark.worker" in cmdline:
+            role, used = "python", int(fields[11]) + int(fields[12])
+        elif b"org.apache.spark.deploy.SparkSubmit" in cmdline:
+            # Its children are Python processes (the daemons, and the data source's
+            # planning workers, which exit after each write): their time once reaped.
+            out["python"] += (int(fields[13]) + int(fields[14])) / tick
+            role, used = "jvm", int(fields[11]) + int(fields[12])
+        elif b"kafka.Kafka" in cmdline:
+            role, used = "broker", int(fields[11]) + int(fields[12])
+        else:
+            continue
+        out[role] += used / tick
+    return out
 
 
 # -- profile of the Python side -------------------------------------------------------------------
@@ -648,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
                 st = Settings(ns.batch_size, w.compression, ns.buffer_memory)
                 topic = f"spark-compare-{method}-{tag}-{uuid.uuid4().hex[:6]}"
                 kc.create_topic(topic, partitions=ns.partitions)
+                cpu_before = cpu_by_role()
                 started = time.perf_counter()
                 try:
                     extra = WRITERS[method](frames[w], topic, bootstrap, keyed, st)
@@ -655,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"{w.name}, {method} {tag}: {_cause(exc)}")
                     return
                 elapsed = time.perf_counter() - started
+                cpu_after = cpu_by_role()
+                cpu = {k: (cpu_after[k] - cpu_before[k]) / w.rows * 1e6 for k in cpu_after}
                 loads.append(os.getloadavg()[0])
                 if method == "arrow-floor":
                     problem = None if extra["rows"] == w.rows else f"saw {extra['rows']} rows"
@@ -665,12 +716,15 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"{w.name}, {method} {tag}: {problem}")
                     return
                 extra["rss"] = worker_peak_rss()
+                extra["cpu"] = cpu
+                extra["timed"] = tag != "warm-up"
                 if tag != "warm-up":
                     rates.setdefault((w, method), []).append(w.rows / elapsed)
                 extras.setdefault((w, method), []).append(extra)
                 print(
                     f"{w.name} {tag} {method}: {w.rows / elapsed:,.0f} rows/s "
-                    f"({elapsed:.2f} s, load {loads[-1]:.1f})",
+                    f"({elapsed:.2f} s, load {loads[-1]:.1f}; CPU us/row: JVM "
+                    f"{cpu['jvm']:.2f}, Python {cpu['python']:.2f}, broker {cpu['broker']:.2f})",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -726,22 +780,33 @@ def main(argv: list[str] | None = None) -> int:
             f"## {w.name}",
             "",
             "| method | rows/s, median (min-max) | MB/s (keys+values) | vs confluent "
-            "foreachPartition | vs Spark Kafka sink | peak RSS of a Python worker |",
-            "|---|---:|---:|---:|---:|---:|",
+            "foreachPartition | vs Spark Kafka sink | CPU µs/row: Spark JVM, Python, broker "
+            "| peak RSS of a Python worker |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for m in methods:
             ex = extras.get((w, m), [])
-            pool = {"aioproducer": "sql", "arrow-floor": "sql", "confluent": "rdd"}.get(m)
+            pool = {
+                "aioproducer": "sql",
+                "datasource": "sql",
+                "arrow-floor": "sql",
+                "confluent": "rdd",
+            }.get(m)
             rss = f"{max(e['rss'][pool] for e in ex) / 2**20:,.0f} MiB" if pool and ex else "-"
             if m not in med:
-                lines.append(f"| {names[m]} | FAILED | | | | {rss} |")
+                lines.append(f"| {names[m]} | FAILED | | | | | {rss} |")
                 continue
             vs_c = f"{med[m] / med['confluent']:.2f}x" if "confluent" in med else "-"
             vs_s = f"{med[m] / med['spark-kafka']:.2f}x" if "spark-kafka" in med else "-"
             rs = rates[(w, m)]
+            timed = [e["cpu"] for e in ex if e["timed"]]
+            cpu = ", ".join(
+                f"{statistics.median(c[role] for c in timed):.2f}"
+                for role in ("jvm", "python", "broker")
+            )
             lines.append(
                 f"| {names[m]} | {med[m]:,.0f} ({min(rs):,.0f}-{max(rs):,.0f}) | "
-                f"{med[m] * mb / 1e6:.1f} | {vs_c} | {vs_s} | {rss} |"
+                f"{med[m] * mb / 1e6:.1f} | {vs_c} | {vs_s} | {cpu} | {rss} |"
             )
         mine = extras.get((w, "aioproducer"))
         if mine:
@@ -752,6 +817,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"({e['reused_tasks']} tasks ran on a producer reused from an earlier task).",
             ]
     lines += [
+        "",
+        "CPU per row: medians over the timed rounds of the CPU time (/proc) the Spark driver "
+        "JVM (which runs the tasks' JVM side in local mode), the PySpark daemons and workers "
+        "and the Kafka broker used during each write, divided by its rows.",
         "",
         "Peak RSS: the largest VmHWM of the PySpark Python workers of the pool the method "
         "runs in (mapInArrow and foreachPartition have separate worker pools), read from "

@@ -3,13 +3,13 @@
 ::
 
     python -m bench.spark_task_cpu [--rows 300000] [--value-size 1000] [--compression lz4]
-        [--reps 2] [--same-topic] [--profile]
+        [--reps 2] [--same-topic] [--keyless] [--profile]
 
 Feeds ``aioproducer.spark._tasks.write_arrow`` (what each ``spark.write`` task runs) Arrow
 batches shaped like the ones ``spark.write`` asks Spark for (8 MiB; a string key and a
 string value that starts with the row's number, as in ``bench.spark_compare``), keyed, to
 a fresh 12-partition topic of one local broker, with ``spark_compare``'s producer
-settings. Reports the process's CPU per row and each thread's (the task thread, the
+settings (``--keyless``: the value column alone). Reports the process's CPU per row and each thread's (the task thread, the
 producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
 the machine disturbs far less than wall time. ``--same-topic`` writes every rep after the
 first to the first rep's topic (its compression ratio estimate already learnt);
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--same-topic", action="store_true")
+    parser.add_argument("--keyless", action="store_true")
     parser.add_argument("--profile", action="store_true")
     ns = parser.parse_args(argv)
 
@@ -77,11 +78,14 @@ def main(argv: list[str] | None = None) -> None:
 
     data = _batches(ns.rows, ns.value_size)
     fields = {"key": T.StringType(), "value": T.StringType()}
+    if ns.keyless:
+        data = [batch.select(["value"]) for batch in data]
+        del fields["key"]
     with KafkaCluster(nodes=1, heap="1g") as kc:
         settings = Settings(16384, ns.compression)
 
         def spec(topic: str) -> Any:
-            return task_spec(fields, topic, kc.bootstrap_servers, True, settings)
+            return task_spec(fields, topic, kc.bootstrap_servers, not ns.keyless, settings)
 
         warm = f"task-cpu-warm-{uuid.uuid4().hex[:6]}"
         kc.create_topic(warm, partitions=12)
@@ -116,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"rep {rep}: process CPU {cpu / ns.rows * 1e6:.2f} us/row, wall "
                 f"{wall1 - wall0:.2f} s, load {os.getloadavg()[0]:.1f}; so far "
                 f"{m['batches_sent']:,} batches of {m['records_per_batch_mean']:.0f} records "
-                f"on average, {m['batches_compressed_off_loop']:,} built on worker threads"
+                f"on average, {m['batches_compressed_off_loop']:,} built on worker threads, "
+                f"{m['requests_sent']:,} requests"
             )
             for key, total in sorted(after.items(), key=lambda kv: -kv[1]):
                 spent = total - before.get(key, 0.0)
