@@ -7,7 +7,9 @@ producer's settings through the same package-internal interface
 (:class:`~aioproducer.columns.ColumnChecks`, which ``Intake`` provides), so neither
 imports ``intake.py``. Per-record Python runs only where the input needs it
 (serializers, values that are not bytes, headers, keys to hash, a custom partitioner);
-columns of bytes are checked with C-level passes.
+columns of bytes are checked with C-level passes. Lists of bytes with nothing else to
+apply (the common case) are checked, sized and grouped in one pass of the compiled
+column codec (``scan_lists``).
 """
 
 from __future__ import annotations

@@ -594,6 +594,23 @@ cdef inline int64_t _item_len(object item) except -2:
     return PyBytes_GET_SIZE(item)
 
 
+cdef list _runs(const int64_t *counts, int64_t *nexts, Py_ssize_t bins, Py_ssize_t *used):
+    """The ``(partition or None, start, stop)`` runs of rows counted by slot (``counts``:
+    slot 0 the sticky partitioner's, slot p + 1 partition p), where each slot's rows
+    start (into ``nexts``), and how many slots have rows (into ``used``)."""
+    cdef list runs = []
+    cdef int64_t total = 0
+    cdef Py_ssize_t slot
+    used[0] = 0
+    for slot in range(bins):
+        nexts[slot] = total
+        if counts[slot]:
+            used[0] += 1
+            runs.append((None if slot == 0 else slot - 1, total, total + counts[slot]))
+            total += counts[slot]
+    return runs
+
+
 def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns):
     """Group the first ``count`` rows of a bulk send of sequences by partition, stably.
 
@@ -611,7 +628,7 @@ def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns
     cdef list klist = keys
     cdef list plist = parts
     cdef Py_ssize_t bins = num_partitions + 1
-    cdef Py_ssize_t i, slot, used = 0, total, j
+    cdef Py_ssize_t i, slot, used = 0, j
     cdef int64_t n
     cdef object item
     cdef int32_t *slots = NULL
@@ -654,14 +671,7 @@ def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns
                     ) % num_partitions + 1
             slots[i] = <int32_t>slot
             counts[slot] += 1
-        runs = []
-        total = 0
-        for slot in range(bins):
-            nexts[slot] = total
-            if counts[slot]:
-                used += 1
-                runs.append((None if slot == 0 else slot - 1, total, total + counts[slot]))
-                total += counts[slot]
+        runs = _runs(counts, nexts, bins, &used)
         if used <= 1:
             return None, runs, [column for column in columns]
         for i in range(count):
@@ -716,7 +726,7 @@ def scan_lists(list values not None, keys, Py_ssize_t num_partitions, bint hash_
     cdef Py_ssize_t count = len(values)
     cdef Py_ssize_t bins = num_partitions + 1
     cdef Py_ssize_t i, slot, used = 0, d
-    cdef int64_t vlen, klen, vmax = 0, kmax = 0, total
+    cdef int64_t vlen, klen, vmax = 0, kmax = 0
     cdef object item
     cdef int32_t *slots = NULL
     cdef int64_t *row_bounds = NULL
@@ -780,18 +790,10 @@ def scan_lists(list values not None, keys, Py_ssize_t num_partitions, bint hash_
                 sums[i + 1] = sums[i] + framing + vlen + klen
         if framing + vmax + kmax > max_size:
             return None
-        runs = []
         if not hash_keys:
-            if count:
-                runs.append((None, 0, count))
+            runs = [(None, 0, count)] if count else []
             return None, runs, values, klist, bounds, framing + vmax + kmax
-        total = 0
-        for slot in range(bins):
-            nexts[slot] = total
-            if bins_count[slot]:
-                used += 1
-                runs.append((None if slot == 0 else slot - 1, total, total + bins_count[slot]))
-                total += bins_count[slot]
+        runs = _runs(bins_count, nexts, bins, &used)
         if used <= 1:
             for i in range(count):
                 sums[i + 1] = sums[i] + row_bounds[i]

@@ -320,16 +320,11 @@ class RecordBatchBuilder(BatchState):
         if start >= stop:
             return 0, 0
         count = self.count
+        # The same steps as append_columns, but for the encoder's arguments.
         ts_part = self._run_timestamp_part(timestamp_ms)
+        size = RECORD_BATCH_OVERHEAD + len(self._buf)
         appended, encoded = codec.encode_sequence_run(
-            values,
-            keys,
-            start,
-            stop,
-            count,
-            ts_part,
-            RECORD_BATCH_OVERHEAD + len(self._buf),
-            max_bytes,
+            values, keys, start, stop, count, ts_part, size, max_bytes
         )
         if not appended:
             return 0, 0
