@@ -309,7 +309,8 @@ class Intake:
             from .columns import prepare
 
             return prepare(self, topic, info, values, keys, headers, partitions)
-        return prepare_sequences(self, topic, info, values, keys, headers, partitions)
+        plain = self._value_serializer is None and self._key_serializer is None
+        return prepare_sequences(self, topic, info, values, keys, headers, partitions, plain)
 
     # -- what bulk sends use (aioproducer.columns and .sequences; package-internal) ------------
 

@@ -82,6 +82,7 @@ class PreparedColumns:
     """
 
     __slots__ = (
+        "bounds",
         "count",
         "error",
         "header_sizes",
@@ -112,6 +113,9 @@ class PreparedColumns:
         #: For columns: the running sum of the records' size bounds (numpy, one more
         #: than records), so any slice's estimate is one subtraction.
         self.sizes: Any = None
+        #: For sequences checked in one compiled pass: the running sum of the records'
+        #: size bounds (an ``array('q')``, one more than records), like :attr:`sizes`.
+        self.bounds: Any = None
         self.max_estimate = RECORD_FRAMING_BOUND
         #: At most this many records per slice (0: ``BULK_SLICE``), so that a slice's
         #: reservation fits a small ``buffer_memory`` with room to spare.
@@ -132,6 +136,9 @@ class PreparedColumns:
         sizes = self.sizes
         if sizes is not None:
             return int(sizes[stop] - sizes[start])
+        bounds = self.bounds
+        if bounds is not None:
+            return int(bounds[stop] - bounds[start])
         total = RECORD_FRAMING_BOUND * (stop - start)
         total += sum(map(len, filter(None, self.values[start:stop])))
         if self.keys is not None:

@@ -114,6 +114,19 @@ def append_run(
                     count, added = builder.append_columns(
                         timestamp_ms, keys, values, headers, pos, stop, batch.limit
                     )
+                elif fresh:
+                    # Lists of bytes where the compiled encoder runs: the open batch is
+                    # filled by it too (TypeError: an item that is not bytes, nothing
+                    # appended; the record-at-a-time path below then names it).
+                    try:
+                        count, added = builder.append_lists(
+                            timestamp_ms, keys, values, pos, stop, batch.limit
+                        )
+                    except TypeError:
+                        fresh = False
+                        count, added = builder.append_many(
+                            timestamp_ms, keys, values, headers, pos, stop, batch.limit
+                        )
                 else:
                     count, added = builder.append_many(
                         timestamp_ms, keys, values, headers, pos, stop, batch.limit

@@ -7,7 +7,9 @@ producer's settings through the same package-internal interface
 (:class:`~aioproducer.columns.ColumnChecks`, which ``Intake`` provides), so neither
 imports ``intake.py``. Per-record Python runs only where the input needs it
 (serializers, values that are not bytes, headers, keys to hash, a custom partitioner);
-columns of bytes are checked with C-level passes.
+columns of bytes are checked with C-level passes. Lists of bytes with nothing else to
+apply (the common case) are checked, sized and grouped in one pass of the compiled
+column codec (``scan_lists``).
 """
 
 from __future__ import annotations
@@ -46,13 +48,47 @@ def prepare(
     keys: Any,
     headers: Any,
     partitions: Any,
+    plain: bool = False,
 ) -> PreparedColumns:
     """Check and convert a bulk send given as sequences, cut it at the first bad record and
     group it by partition (keys hashed, or the custom partitioner called, here: in the
-    caller's thread)."""
+    caller's thread).
+
+    ``plain``: no serializer applies (the producer has none for keys or values).
+    """
     values = values if isinstance(values, Sequence) else list(values)
     count = len(values)
     keys = aligned(keys, count, "keys")
+    codec = CODEC
+    if (
+        plain
+        and codec is not None
+        and headers is None
+        and partitions is None
+        and not intake.custom_partitioner
+        and type(values) is list
+        and (keys is None or type(keys) is list)
+    ):
+        # The common case in one compiled pass (protocol/_column_codec.pyx): types,
+        # sizes and (keys to hash) the grouping by partition. None: an item that is not
+        # bytes, or a record that may be too large; the passes below find and name it.
+        scanned = codec.scan_lists(
+            values,
+            keys,
+            len(info.partitions),
+            keys is not None and intake.hashes_keys,
+            RECORD_FRAMING_BOUND,
+            intake.max_size,
+        )
+        if scanned is not None:
+            order, runs, values, keys, bounds, largest = scanned
+            cols = _prepared(
+                intake, values, keys, None, None, largest - RECORD_FRAMING_BOUND, FirstBad(count)
+            )
+            cols.bounds = bounds
+            cols.order = order
+            cols.runs = runs
+            return cols
     headers = aligned(headers, count, "headers")
     partitions = aligned(partitions, count, "partitions")
     first_bad = FirstBad(count)
@@ -105,7 +141,6 @@ def prepare(
                 break
     count = first_bad.index
     hash_keys = keys is not None and intake.hashes_keys
-    codec = CODEC
     if codec is not None and (hash_keys or not intake.custom_partitioner):
         # The compiled grouping (protocol/_column_codec.pyx): keys hashed, rows counted
         # and moved into partition order in C; the lists it leaves are what the compiled

@@ -11,6 +11,11 @@ sending thread does it), then what the loop does with it is timed in two parts:
 * ``build + complete``: every batch built (encoded header, CRC, compression) and
   completed, as the sender does once the broker has answered.
 
+With ``--lists`` the same rows are Python lists of ``bytes`` (made as the bench's clients
+make them) sent in chunks of 10,000, as ``send_bulk`` of lists is; the ``append`` figure
+then includes ``Intake.columns`` (checks, sizes, grouping), which an async producer runs
+on its loop.
+
 Each figure is the minimum over ``--rounds`` rounds of CPU time (``time.process_time``):
 the round least disturbed by other work on the machine. Objects alive after the warm-up
 are frozen out of the garbage collector's view, so that a full collection of an
@@ -23,6 +28,7 @@ import argparse
 import gc
 import os
 import time
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,6 +37,8 @@ from aioproducer.cluster import TopicInfo
 from aioproducer.results import BulkDelivery
 
 _TS = 1_700_000_000_000
+#: Records per send_bulk call with --lists (the bench clients' default chunk).
+_CHUNK = 10_000
 
 
 def main() -> None:
@@ -40,11 +48,26 @@ def main() -> None:
     parser.add_argument("--compression", default="none")
     parser.add_argument("--keyed", action="store_true")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--lists", action="store_true", help="Python lists, not Arrow arrays")
     ns = parser.parse_args()
     rows = ns.rows - ns.rows % 1000
-    distinct = [bytes([65 + (i + j) % 26 for j in range(ns.value_size)]) for i in range(1000)]
-    values = pa.array(distinct * (rows // 1000), pa.binary())
-    keys = pa.array([f"key-{i % 50}" for i in range(rows)], pa.string()) if ns.keyed else None
+    chunks: list[tuple[Any, Any]]
+    if ns.lists:
+        from bench.clients._common import iter_records
+
+        made = list(iter_records(rows, ns.value_size, ns.keyed))
+        chunks = [
+            (
+                [v for v, _k in made[s : s + _CHUNK]],
+                [k for _v, k in made[s : s + _CHUNK]] if ns.keyed else None,
+            )
+            for s in range(0, rows, _CHUNK)
+        ]
+    else:
+        distinct = [bytes([65 + (i + j) % 26 for j in range(ns.value_size)]) for i in range(1000)]
+        values = pa.array(distinct * (rows // 1000), pa.binary())
+        keys = pa.array([f"key-{i % 50}" for i in range(rows)], pa.string()) if ns.keyed else None
+        chunks = [(values, keys)]
     # Never started: its intake and accumulator are used directly, on this thread.
     producer = Producer(
         "127.0.0.1:1", compression_type=ns.compression, batch_size=16384, buffer_memory=1 << 30
@@ -58,16 +81,24 @@ def main() -> None:
     intake._wake_sender = lambda: None
 
     def one() -> tuple[float, float, int]:
-        cols = intake.columns("t", info, values, keys, None, None)
-        bulk = BulkDelivery("t", _TS)
-        runs = cols.slices(16384, bulk)
-        started = time.process_time()
-        for run in runs:
-            if not budget.try_reserve(run.size):
-                raise SystemExit("buffer_memory is too small for the bench")
-            intake.append_run(run, info)
-        bulk.track(cols.order)
-        appended = time.process_time() - started
+        appended = 0.0
+        bulks = []
+        for values, keys in chunks:
+            started = time.process_time()
+            cols = intake.columns("t", info, values, keys, None, None)
+            prepared = time.process_time()
+            bulk = BulkDelivery("t", _TS)
+            runs = cols.slices(16384, bulk)
+            started = started if ns.lists else time.process_time()
+            for run in runs:
+                if not budget.try_reserve(run.size):
+                    raise SystemExit("buffer_memory is too small for the bench")
+                intake.append_run(run, info)
+            bulk.track(cols.order)
+            # Arrow columns: in a SyncProducer or a Spark task the sending thread prepares
+            # them, so only the loop's part is timed.
+            appended += time.process_time() - (started if ns.lists else prepared)
+            bulks.append(bulk)
         batches = list(acc.incomplete)
         started = time.process_time()
         for batch in batches:
@@ -75,8 +106,8 @@ def main() -> None:
             acc.complete_batch(batch, 0, -1)
         completed = time.process_time() - started
         acc.batches.clear()
-        if not bulk.done() or bulk.delivered != rows:
-            raise SystemExit(f"the bulk did not complete: {bulk!r}")
+        if not all(bulk.done() for bulk in bulks) or sum(b.delivered for b in bulks) != rows:
+            raise SystemExit(f"the bulks did not complete: {bulks!r}")
         return appended, completed, len(batches)
 
     one()
@@ -86,7 +117,7 @@ def main() -> None:
     append = min(r[0] for r in results)
     done = min(r[1] for r in results)
     count = results[0][2]
-    kind = "keyed" if ns.keyed else "keyless"
+    kind = ("keyed" if ns.keyed else "keyless") + (" lists" if ns.lists else "")
     print(
         f"{kind} {ns.value_size} B {ns.compression}, {rows:,} rows in {count:,} batches: "
         f"append {append / rows * 1e9:.0f} ns a row ({append / count * 1e6:.1f} µs a batch), "

@@ -28,11 +28,17 @@ from cpython.buffer cimport (
     PyBuffer_Release,
     PyObject_GetBuffer,
 )
+from cpython cimport array
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+
+import array
+
+# The template of the int64 arrays handed back (array.clone copies its type).
+cdef array.array _INT64 = array.array("q")
 
 
 cdef struct Column:
@@ -588,6 +594,23 @@ cdef inline int64_t _item_len(object item) except -2:
     return PyBytes_GET_SIZE(item)
 
 
+cdef list _runs(const int64_t *counts, int64_t *nexts, Py_ssize_t bins, Py_ssize_t *used):
+    """The ``(partition or None, start, stop)`` runs of rows counted by slot (``counts``:
+    slot 0 the sticky partitioner's, slot p + 1 partition p), where each slot's rows
+    start (into ``nexts``), and how many slots have rows (into ``used``)."""
+    cdef list runs = []
+    cdef int64_t total = 0
+    cdef Py_ssize_t slot
+    used[0] = 0
+    for slot in range(bins):
+        nexts[slot] = total
+        if counts[slot]:
+            used[0] += 1
+            runs.append((None if slot == 0 else slot - 1, total, total + counts[slot]))
+            total += counts[slot]
+    return runs
+
+
 def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns):
     """Group the first ``count`` rows of a bulk send of sequences by partition, stably.
 
@@ -605,7 +628,7 @@ def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns
     cdef list klist = keys
     cdef list plist = parts
     cdef Py_ssize_t bins = num_partitions + 1
-    cdef Py_ssize_t i, slot, used = 0, total, j
+    cdef Py_ssize_t i, slot, used = 0, j
     cdef int64_t n
     cdef object item
     cdef int32_t *slots = NULL
@@ -648,14 +671,7 @@ def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns
                     ) % num_partitions + 1
             slots[i] = <int32_t>slot
             counts[slot] += 1
-        runs = []
-        total = 0
-        for slot in range(bins):
-            nexts[slot] = total
-            if counts[slot]:
-                used += 1
-                runs.append((None if slot == 0 else slot - 1, total, total + counts[slot]))
-                total += counts[slot]
+        runs = _runs(counts, nexts, bins, &used)
         if used <= 1:
             return None, runs, [column for column in columns]
         for i in range(count):
@@ -681,6 +697,132 @@ def group_rows(keys, parts, Py_ssize_t count, Py_ssize_t num_partitions, columns
         PyMem_Free(order)
 
 
+def scan_lists(list values not None, keys, Py_ssize_t num_partitions, bint hash_keys,
+               int64_t framing, int64_t max_size):
+    """A bulk send of lists checked, sized and grouped by partition in one pass: what
+    ``sequences.prepare`` does in several when there are no headers, no partitions given,
+    no serializer and no custom partitioner.
+
+    ``values`` and ``keys`` (a list as long, or None) must hold bytes or None. With
+    ``hash_keys`` (and keys) rows are grouped, stably, by the partition Java's default
+    partitioner picks for their key among ``num_partitions``; rows with a null key are
+    the sticky partitioner's (None), first. Without, all rows are the sticky
+    partitioner's.
+
+    Returns None if an item is not bytes or None, or if ``framing`` plus the largest
+    value and the largest key exceeds ``max_size``: the general path then finds the
+    record and names it. Else ``(order, runs, values, keys, bounds, largest)``:
+
+    * ``order``: each grouped row's position in the input (``array('q')``), None if no
+      row moved;
+    * ``runs``: ``(partition or None, start, stop)`` per partition, in grouped order;
+    * ``values``, ``keys``: the lists in grouped order (the same lists if no row moved);
+    * ``bounds``: the running sums of the rows' size bounds (``framing`` plus key and
+      value bytes), grouped, one more than rows (``array('q')``), so a slice's bound is
+      one subtraction;
+    * ``largest``: ``framing`` plus the largest value and the largest key.
+    """
+    cdef list klist = keys
+    cdef Py_ssize_t count = len(values)
+    cdef Py_ssize_t bins = num_partitions + 1
+    cdef Py_ssize_t i, slot, used = 0, d
+    cdef int64_t vlen, klen, vmax = 0, kmax = 0
+    cdef object item
+    cdef int32_t *slots = NULL
+    cdef int64_t *row_bounds = NULL
+    cdef int64_t *nexts = NULL
+    cdef int64_t *bins_count = NULL
+    cdef long long *sums
+    cdef long long *o
+    cdef array.array bounds, order
+    cdef list runs, moved_values, moved_keys
+    if num_partitions <= 0:
+        raise ValueError("num_partitions must be positive")
+    if klist is not None and len(klist) != count:
+        raise ValueError(f"keys has {len(klist)} items but values has {count}")
+    hash_keys = hash_keys and klist is not None
+    bounds = array.clone(_INT64, count + 1, False)
+    sums = bounds.data.as_longlongs
+    sums[0] = 0
+    try:
+        if hash_keys:
+            slots = <int32_t *>PyMem_Malloc((count if count > 0 else 1) * sizeof(int32_t))
+            row_bounds = <int64_t *>PyMem_Malloc((count if count > 0 else 1) * sizeof(int64_t))
+            bins_count = <int64_t *>PyMem_Malloc(bins * sizeof(int64_t))
+            nexts = <int64_t *>PyMem_Malloc(bins * sizeof(int64_t))
+            if slots == NULL or row_bounds == NULL or bins_count == NULL or nexts == NULL:
+                raise MemoryError()
+            for i in range(bins):
+                bins_count[i] = 0
+        # One pass: types, lengths, and (keys to hash) each row's partition.
+        for i in range(count):
+            item = values[i]
+            if item is None:
+                vlen = 0
+            elif type(item) is bytes:
+                vlen = PyBytes_GET_SIZE(item)
+            else:
+                return None
+            klen = 0
+            slot = 0
+            if klist is not None:
+                item = klist[i]
+                if item is None:
+                    pass
+                elif type(item) is bytes:
+                    klen = PyBytes_GET_SIZE(item)
+                    if hash_keys:
+                        slot = (
+                            _murmur2(<const uint8_t *>PyBytes_AS_STRING(item), klen)
+                            & 0x7FFFFFFF
+                        ) % num_partitions + 1
+                else:
+                    return None
+            if vlen > vmax:
+                vmax = vlen
+            if klen > kmax:
+                kmax = klen
+            if hash_keys:
+                slots[i] = <int32_t>slot
+                bins_count[slot] += 1
+                row_bounds[i] = framing + vlen + klen
+            else:
+                sums[i + 1] = sums[i] + framing + vlen + klen
+        if framing + vmax + kmax > max_size:
+            return None
+        if not hash_keys:
+            runs = [(None, 0, count)] if count else []
+            return None, runs, values, klist, bounds, framing + vmax + kmax
+        runs = _runs(bins_count, nexts, bins, &used)
+        if used <= 1:
+            for i in range(count):
+                sums[i + 1] = sums[i] + row_bounds[i]
+            return None, runs, values, klist, bounds, framing + vmax + kmax
+        # The scatter reads the rows in input order (the objects were most likely made in
+        # that order, so their headers are touched one after the other) and writes each
+        # to its place in its partition's run.
+        order = array.clone(_INT64, count, False)
+        o = order.data.as_longlongs
+        moved_values = [None] * count
+        moved_keys = [None] * count
+        for i in range(count):
+            slot = slots[i]
+            d = nexts[slot]
+            nexts[slot] = d + 1
+            o[d] = i
+            moved_values[d] = values[i]
+            moved_keys[d] = klist[i]
+            sums[d + 1] = row_bounds[i]
+        for i in range(count):
+            sums[i + 1] += sums[i]
+        return order, runs, moved_values, moved_keys, bounds, framing + vmax + kmax
+    finally:
+        PyMem_Free(slots)
+        PyMem_Free(row_bounds)
+        PyMem_Free(bins_count)
+        PyMem_Free(nexts)
+
+
 def encode_sequence_batches(
     list values not None,
     keys,
@@ -700,18 +842,52 @@ def encode_sequence_batches(
     if start < 0 or stop > len(values) or (klist is not None and stop > len(klist)):
         raise ValueError(f"rows {start}:{stop} are not all in the lists")
     while pos < stop:
-        result = _encode_items(values, klist, pos, stop, ts_part, empty_size, max_bytes, &count)
+        result = _encode_items(values, klist, pos, stop, ts_part, 0, empty_size, max_bytes, &count)
         out.append((count, result))
         pos += count
     return out
 
 
+def encode_sequence_run(
+    list values not None,
+    keys,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    int64_t first_offset_delta,
+    bytes ts_part not None,
+    int64_t size_so_far,
+    int64_t max_bytes,
+):
+    """:func:`encode_run` for rows of lists (as :func:`encode_sequence_batches` takes
+    them): records ``start:stop`` into a batch already holding ``first_offset_delta``
+    records and ``size_so_far`` bytes, up to ``max_bytes``; returns ``(records, their
+    bytes)`` (a ``bytearray``). A batch that holds records takes none if the first does
+    not fit; an empty one takes at least one. ``TypeError``, before anything is
+    written, if an item is not bytes or None."""
+    cdef list klist = keys
+    cdef Py_ssize_t count = 0
+    if (
+        start < 0
+        or stop > len(values)
+        or (klist is not None and stop > len(klist))
+        or first_offset_delta < 0
+    ):
+        raise ValueError(f"rows {start}:{stop} are not all in the lists")
+    if start >= stop:
+        return 0, bytearray()
+    result = _encode_items(
+        values, klist, start, stop, ts_part, first_offset_delta, size_so_far, max_bytes, &count
+    )
+    return count, result
+
+
 cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t stop,
-                          bytes ts_part, int64_t size_so_far, int64_t limit,
-                          Py_ssize_t *count_out):
-    """One new batch's records from rows ``start:`` of the lists, as :func:`_encode` with
-    offset deltas from 0 and at least one record: a ``bytearray``, its count in
-    ``count_out``."""
+                          bytes ts_part, int64_t first_offset_delta, int64_t size_so_far,
+                          int64_t limit, Py_ssize_t *count_out):
+    """Records from rows ``start:`` of the lists into a batch holding
+    ``first_offset_delta`` records, as :func:`_encode` does for columns: a ``bytearray``,
+    its count in ``count_out`` (at least one record if the batch is empty, else none if
+    the first does not fit)."""
     cdef Py_ssize_t ts_len = len(ts_part)
     cdef const uint8_t *ts = <const uint8_t *>PyBytes_AS_STRING(ts_part)
     cdef Py_ssize_t i, end
@@ -725,12 +901,12 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
     total = 0
     i = start
     while i < stop:
-        od = i - start
+        od = first_offset_delta + i - start
         vlen = _item_len(values[i])
         klen = _item_len(keys[i]) if keys is not None else -1
         body = _body_size(ts_len, od, klen, vlen, 1)
         size = body + _varint_size(_zigzag(body))
-        if used + size > limit and i > start:
+        if used + size > limit and od > 0:
             break
         used += size
         total += size
@@ -743,7 +919,7 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
     result = PyByteArray_FromStringAndSize(NULL, total)
     out = <uint8_t *>PyByteArray_AS_STRING(result)
     for i in range(start, end):
-        od = i - start
+        od = first_offset_delta + i - start
         value = values[i]
         vlen = -1 if value is None else PyBytes_GET_SIZE(value)
         if keys is not None:

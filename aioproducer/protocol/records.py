@@ -17,6 +17,7 @@ from typing import Final
 from crc32c import crc32c
 
 from aioproducer.errors import CorruptRecordError
+from aioproducer.protocol import columnar as _columnar
 from aioproducer.protocol.batch_layout import COVERED as _COVERED
 from aioproducer.protocol.batch_layout import CRC_START as _CRC_START
 from aioproducer.protocol.batch_layout import DEFAULT_MAX_DECOMPRESSED_SIZE, RECORD_BATCH_OVERHEAD
@@ -300,6 +301,36 @@ class RecordBatchBuilder(BatchState):
         self._buf += memoryview(encoded)
         self._stamp_run(timestamp_ms, count + appended)
         return appended, added
+
+    def append_lists(
+        self,
+        timestamp_ms: int,
+        keys: list[bytes | None] | None,
+        values: list[bytes | None],
+        start: int,
+        stop: int,
+        max_bytes: int,
+    ) -> tuple[int, int]:
+        """Package-internal (``run_append.py``): :meth:`append_many` for lists of bytes
+        or None without headers, by the compiled encoder (``encode_sequence_run``), which
+        the caller made sure runs; the same bytes. ``TypeError``, with nothing appended,
+        if an item is not bytes or None."""
+        codec = _columnar.CODEC
+        assert codec is not None
+        if start >= stop:
+            return 0, 0
+        count = self.count
+        # The same steps as append_columns, but for the encoder's arguments.
+        ts_part = self._run_timestamp_part(timestamp_ms)
+        size = RECORD_BATCH_OVERHEAD + len(self._buf)
+        appended, encoded = codec.encode_sequence_run(
+            values, keys, start, stop, count, ts_part, size, max_bytes
+        )
+        if not appended:
+            return 0, 0
+        self._buf += encoded
+        self._stamp_run(timestamp_ms, count + appended)
+        return appended, len(encoded)
 
     def _run_timestamp_part(self, timestamp_ms: int) -> bytes:
         """The encoded timestamp delta every record of a run stamped ``timestamp_ms``

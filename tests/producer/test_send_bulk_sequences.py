@@ -36,11 +36,16 @@ def _expected_partition(i: int, keys: list[Any], parts: list[Any], count: int) -
 
 
 def _check(
-    bulk: Any, at: dict[tuple[int, int], Any], rows: tuple[list[Any], ...], count: int
+    bulk: Any,
+    at: dict[tuple[int, int], Any],
+    rows: tuple[list[Any], ...],
+    count: int,
+    marker: bytes = b":",
 ) -> None:
     """Each record of ``bulk`` is where its metadata says (``at``: the records read back
     by partition and offset), on its key's or given partition; per partition, those
-    placed by key or given it keep their input order, and so do the sticky ones."""
+    placed by key or given it keep their input order, and so do the sticky ones (the
+    bulk's values carry ``marker`` after their index)."""
     values, keys, parts = rows
     for i in range(len(values)):
         md = bulk.metadata(i)
@@ -51,7 +56,7 @@ def _check(
             assert md.partition == want
     by_part: dict[int, list[int]] = {}
     for (p, _offset), rec in sorted(at.items()):
-        if rec.value and rec.value[6:7] == b":":
+        if rec.value and rec.value[6:7] == marker:
             by_part.setdefault(p, []).append(int(rec.value[:6]))
     for mine in by_part.values():
         placed = [i for i in mine if _expected_partition(i, keys, parts, count) is not None]
@@ -104,8 +109,18 @@ async def test_keyed_lists_compressed_read_back_by_another_client(
             await (await producer.send(topic, b"warm-up", partition=p))
         bulk = await producer.send_bulk(topic, values, keys=keys, partitions=parts)
         await bulk
+        # No partitions and no headers: the one-pass compiled scan and grouping, and
+        # open batches (the first bulk's) filled by the compiled encoder.
+        m = 3000
+        values2 = [b"%06d;" % i + b"w" * (i % 90) for i in range(m)]
+        free = [None] * m
+        bulk2 = await producer.send_bulk(topic, values2, keys=keys[:m])
+        await bulk2
     assert (bulk.records, bulk.delivered, bulk.failed) == (n, n, 0)
-    records = [r for r in consume_all(kafka.bootstrap_servers, topic, expected=n + 6)]
+    assert (bulk2.records, bulk2.delivered, bulk2.failed) == (m, m, 0)
+    records = [r for r in consume_all(kafka.bootstrap_servers, topic, expected=n + m + 6)]
     records = [r for r in records if r.value != b"warm-up"]
-    assert len(records) == n
-    _check(bulk, {(r.partition, r.offset): r for r in records}, (values, keys, parts), 6)
+    assert len(records) == n + m
+    at = {(r.partition, r.offset): r for r in records}
+    _check(bulk, at, (values, keys, parts), 6)
+    _check(bulk2, at, (values2, keys[:m], free), 6, b";")

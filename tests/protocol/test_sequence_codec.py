@@ -154,3 +154,111 @@ def test_sequence_encoder_refuses_what_is_not_bytes_before_writing() -> None:
         CODEC.encode_sequence_batches([b"a"], [bytearray(b"k")], 0, 1, b"\x00", 61, 1000)
     with pytest.raises(ValueError, match="not all in the lists"):
         CODEC.encode_sequence_batches([b"a"], [], 0, 1, b"\x00", 61, 1000)
+
+
+_INTAKES: dict[int, Any] = {}
+
+
+def _intake(max_request_size: int) -> Any:
+    """A never-started producer's intake: what ``sequences.prepare`` checks against."""
+    from aioproducer import Producer
+
+    if max_request_size not in _INTAKES:
+        producer = Producer("127.0.0.1:1", max_request_size=max_request_size)
+        _INTAKES[max_request_size] = producer.intake
+    return _INTAKES[max_request_size]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(st.tuples(keys_st, payloads), max_size=60),
+    with_keys=st.booleans(),
+    nparts=st.sampled_from([1, 2, 12, 257]),
+    bad=st.sampled_from([None, "text", bytearray(b"b")]),
+    bad_at=st.integers(min_value=0, max_value=80),
+    bad_key=st.booleans(),
+    max_request_size=st.sampled_from([1 << 20, 8230]),
+)
+def test_one_pass_scan_prepares_what_the_general_passes_do(
+    rows: list[tuple[bytes | None, bytes | None]],
+    with_keys: bool,
+    nparts: int,
+    bad: Any,
+    bad_at: int,
+    bad_key: bool,
+    max_request_size: int,
+) -> None:
+    """``scan_lists`` (sequences.prepare with ``plain``) against the passes it folds:
+    the same records kept, the same groups, order and runs, the same size bounds of every
+    slice and the same error naming the same record."""
+    from aioproducer.cluster import TopicInfo
+    from aioproducer.sequences import prepare
+
+    keys: list[Any] | None = [k for k, _v in rows] if with_keys else None
+    values: list[Any] = [v for _k, v in rows]
+    if bad is not None and bad_at < len(rows):
+        (keys if bad_key and keys is not None else values)[bad_at] = bad
+    intake = _intake(max_request_size=max_request_size)
+    parts = tuple(range(nparts))
+    info = TopicInfo("t", parts, dict.fromkeys(parts, 1), dict.fromkeys(parts, 0), parts)
+
+    def prepared(plain: bool) -> Any:
+        # Copies: grouping must not change the caller's lists.
+        v, k = list(values), None if keys is None else list(keys)
+        cols = prepare(intake, "t", info, v, k, None, None, plain)
+        assert v == values and k == keys
+        return cols
+
+    fast, general = prepared(True), prepared(False)
+    if (bad is None or bad_at >= len(rows)) and general.max_estimate <= intake.max_size:
+        assert fast.bounds is not None  # the one-pass scan ran
+    assert (fast.count, fast.runs, fast.max_estimate) == (
+        general.count,
+        general.runs,
+        general.max_estimate,
+    )
+    assert repr(fast.error) == repr(general.error)
+    assert (None if fast.order is None else list(fast.order)) == general.order
+    assert fast.values[: fast.count] == general.values[: general.count]
+    if keys is not None:
+        assert fast.keys[: fast.count] == general.keys[: general.count]
+    for start in range(fast.count + 1):
+        for stop in range(start, min(fast.count, start + 3) + 1):
+            assert fast.estimate(start, stop) == general.estimate(start, stop)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(payloads, max_size=4),
+    rows=st.lists(st.tuples(payloads, payloads), min_size=1, max_size=30),
+    with_keys=st.booleans(),
+    limit=st.sampled_from([0, 150, 1000, 16384]),
+    later=st.sampled_from([0, 5, 300, -2]),
+    start=st.integers(min_value=0, max_value=3),
+)
+def test_filling_an_open_batch_from_lists_is_append_many(
+    before: list[bytes | None],
+    rows: list[tuple[bytes | None, bytes | None]],
+    with_keys: bool,
+    limit: int,
+    later: int,
+    start: int,
+) -> None:
+    """``RecordBatchBuilder.append_lists`` (the compiled ``encode_sequence_run``) into a
+    batch already holding records of another timestamp: the same records taken, the
+    same bytes and the same batch as ``append_many``."""
+    values = [v for v, _k in rows]
+    keys = [k for _v, k in rows] if with_keys else None
+    start = min(start, len(rows))
+    got, want = RecordBatchBuilder(), RecordBatchBuilder()
+    for builder in (got, want):
+        for value in before:
+            builder.append(1000, b"k", value)
+    taken = got.append_lists(1000 + later, keys, values, start, len(rows), limit)
+    assert taken == want.append_many(1000 + later, keys, values, None, start, len(rows), limit)
+    assert got.record_count == want.record_count
+    if want.record_count:
+        assert got.build(5, 1, 0) == want.build(5, 1, 0)
+    with pytest.raises(TypeError, match="got str"):
+        got.append_lists(1000, None, [b"a", "b"], 0, 2, 1 << 20)
+    assert got.record_count == want.record_count
