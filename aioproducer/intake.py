@@ -35,8 +35,8 @@ from .errors import (
 )
 from .partitioner import StickyPartitioner, moves_on, partition_for_key
 from .prepared import ColumnRun, PreparedColumns
-from .protocol.columnar import encode_batches
-from .protocol.compression import Codec, compress
+from .protocol.columnar import encode_compressed_batches
+from .protocol.compression import Codec
 from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND, record_size_bound
 from .results import DeliveryHandle
 from .run_append import append_run
@@ -558,17 +558,20 @@ class Intake:
 
     def _compressed_batches(
         self, cols: PreparedColumns, start: int, stop: int, limit: int
-    ) -> list[tuple[int, bytearray, bytes]]:
+    ) -> list[tuple[int, bytearray, bytes | bytearray]]:
         # Records start:stop of ``cols`` as whole batches of at most ``limit`` bytes:
         # (records, their bytes, those bytes compressed with the producer's codec).
         acc = self._acc
-        pieces = encode_batches(
-            cols.values, cols.keys, cols.headers, start, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+        return encode_compressed_batches(
+            cols.values,
+            cols.keys,
+            cols.headers,
+            (start, stop),
+            RECORD_BATCH_OVERHEAD,
+            limit,
+            acc.codec,
+            acc.compression_level,
         )
-        return [
-            (count, encoded, compress(acc.codec, encoded, acc.compression_level))
-            for count, encoded in pieces
-        ]
 
     def _leaders(self, topic: str) -> dict[int, int] | None:
         info = self.cluster.snapshot.topics.get(topic)

@@ -189,7 +189,7 @@ def encode_run(
     limited = max_bytes is not None
     return _columns(
         values, keys, headers, start, stop, first_offset_delta, ts_part, size_so_far,
-        limited, max_bytes if limited else 0, False,
+        limited, max_bytes if limited else 0, False, None,
     )
 
 
@@ -202,10 +202,13 @@ def encode_batches(
     bytes ts_part not None,
     int64_t empty_size,
     int64_t max_bytes,
+    compress=None,
 ):
     """Encode records ``start:stop`` into as many new batches as they fill: a list of
     ``(records, their bytes)`` (a ``bytearray``, which a batch keeps as it is), one per
-    batch, in order.
+    batch, in order; with ``compress`` (a function of a batch's bytes), ``(records, their
+    bytes, compress(their bytes))``, each batch compressed as soon as it is encoded,
+    while its bytes are still in the CPU's cache.
 
     Each batch starts empty (``empty_size`` bytes: its header) and takes records, with
     offset deltas from 0 and the timestamp delta ``ts_part``, as long as they keep it
@@ -216,15 +219,18 @@ def encode_batches(
     if start >= stop:
         return []
     return _columns(
-        values, keys, headers, start, stop, 0, ts_part, empty_size, True, max_bytes, True
+        values, keys, headers, start, stop, 0, ts_part, empty_size, True, max_bytes, True,
+        compress,
     )
 
 
 cdef object _columns(object values, object keys, object headers, Py_ssize_t start,
                      Py_ssize_t stop, int64_t first_offset_delta, bytes ts_part,
-                     int64_t size_so_far, bint limited, int64_t limit, bint many):
+                     int64_t size_so_far, bint limited, int64_t limit, bint many,
+                     object compress):
     """Acquire the columns' buffers, encode, release them: one batch's records
-    (``(count, bytes)``) or, if ``many``, a list of new batches' (``bytearray`` s)."""
+    (``(count, bytes)``) or, if ``many``, a list of new batches' (``bytearray`` s, each
+    with ``compress`` of it if that is not None)."""
     cdef Py_buffer bufs[9]
     cdef bint held[9]
     cdef Column cols[3]
@@ -255,7 +261,10 @@ cdef object _columns(object values, object keys, object headers, Py_ssize_t star
                 &cols[0], kc, hc, pos, stop, 0, ts_part, size_so_far, True, limit, &count,
                 True,
             )
-            out.append((count, result))
+            if compress is None:
+                out.append((count, result))
+            else:
+                out.append((count, result, compress(result)))
             pos += count
         return out
     finally:

@@ -47,12 +47,14 @@ from aioproducer.protocol.column_view import (
     _pyarrow,
     numpy,
 )
+from aioproducer.protocol.compression import Codec, compress_records
 
 __all__ = [
     "CODEC",
     "CODEC_REASON",
     "BinaryColumn",
     "encode_batches",
+    "encode_compressed_batches",
     "encode_header_sections",
     "encode_run",
     "encode_run_numpy",
@@ -175,6 +177,42 @@ def encode_batches(
         return out
     batches: list[tuple[int, Any]] = codec.encode_batches(
         *_buffers(values, keys, headers), start, stop, ts_part, empty_size, max_bytes
+    )
+    return batches
+
+
+def encode_compressed_batches(
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    headers: BinaryColumn | None,
+    rows: tuple[int, int],
+    empty_size: int,
+    max_bytes: int,
+    codec: Codec,
+    level: int | None,
+) -> list[tuple[int, bytearray, bytes | bytearray]]:
+    """:func:`encode_batches` of ``rows`` (``(start, stop)``), every record stamped as
+    its batch's first (timestamp delta 0), each batch also compressed with ``codec`` at
+    ``level``: ``(records, their bytes, those bytes compressed)`` per batch. Each batch
+    is compressed right after it is encoded, while its bytes are still in the CPU's
+    cache, not after the whole run."""
+    start, stop = rows
+
+    def squeeze(encoded: bytearray) -> bytes | bytearray:
+        return compress_records(codec, encoded, level)
+
+    codec_module = CODEC
+    if codec_module is None:
+        out: list[tuple[int, bytearray, bytes | bytearray]] = []
+        while start < stop:
+            request = (keys, headers, start, stop, 0, b"\x00", empty_size, max_bytes)
+            count, encoded = encode_run_numpy(values, request)
+            piece = bytearray(encoded)
+            out.append((count, piece, squeeze(piece)))
+            start += count
+        return out
+    batches: list[tuple[int, bytearray, bytes | bytearray]] = codec_module.encode_batches(
+        *_buffers(values, keys, headers), start, stop, b"\x00", empty_size, max_bytes, squeeze
     )
     return batches
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any, Final
@@ -37,6 +38,7 @@ __all__ = [
     "Codec",
     "codec_from_name",
     "compress",
+    "compress_records",
     "decompress",
     "validate_level",
 ]
@@ -142,6 +144,19 @@ _INT32_BE: Final = struct.Struct(">i")
 # the high-compression one otherwise. In the LZ4 frame API level 9 means HC, which is
 # several times slower, so the default is mapped to a fast-mode frame level instead.
 _LZ4_FAST_FRAME_LEVEL: Final = 1
+# Frame levels from here on are LZ4-HC, left to cramjam's frame compressor.
+_LZ4_HC_MIN_LEVEL: Final = 3
+# Magic, FLG 0x60 (version 1, independent blocks, no checksums, no content size), BD 0x40
+# (64 KiB blocks) and the descriptor's checksum byte (xxh32 of 60 40, second byte).
+_LZ4_FRAME_HEADER: Final = b"\x04\x22\x4d\x18\x60\x40\x82"
+_LZ4_BLOCK: Final = 64 * 1024
+# LZ4's worst case for a block of n bytes is n + n / 255 + 16.
+_LZ4_BLOCK_BOUND: Final = _LZ4_BLOCK + _LZ4_BLOCK // 255 + 16
+_LZ4_END_MARK: Final = b"\x00\x00\x00\x00"
+# Per thread: the encoding threads of a SyncProducer's bulk sends compress at once.
+_LZ4_SCRATCH: Final = threading.local()
+_LZ4_UNCOMPRESSED: Final = 0x80000000
+_UINT32_LE: Final = struct.Struct("<I")
 
 
 def compress(codec: Codec, data: BytesLike, level: int | None = None) -> bytes:
@@ -150,6 +165,13 @@ def compress(codec: Codec, data: BytesLike, level: int | None = None) -> bytes:
     ``level`` is validated with :func:`validate_level`; ``None`` means the codec default.
     ``Codec.NONE`` returns ``data`` as bytes.
     """
+    out = compress_records(codec, data, level)
+    return out if type(out) is bytes else bytes(out)
+
+
+def compress_records(codec: Codec, data: BytesLike, level: int | None = None) -> bytes | bytearray:
+    """:func:`compress`, but the result may be a ``bytearray`` (lz4 at a fast level is
+    written straight into one), which spares a batch's records one copy."""
     if type(codec) is not Codec:
         # An Enum call costs more than the rest of this function for a small batch.
         codec = Codec(codec)
@@ -165,12 +187,48 @@ def compress(codec: Codec, data: BytesLike, level: int | None = None) -> bytes:
     if codec is Codec.SNAPPY:
         return _xerial_snappy(data)
     if codec is Codec.LZ4:
+        assert level is not None
         frame_level = _LZ4_FAST_FRAME_LEVEL if level == DEFAULT_LEVELS[Codec.LZ4] else level
+        if frame_level < _LZ4_HC_MIN_LEVEL:
+            return _lz4_fast_frame(data)
         lz4 = cramjam.lz4.Compressor(level=frame_level, content_checksum=False, block_linked=False)
         # Compressor.compress accepts only bytes (not bytearray or memoryview).
         lz4.compress(data if type(data) is bytes else bytes(data))
         return bytes(lz4.finish())
     return bytes(cramjam.zstd.compress(data, level=level))
+
+
+def _lz4_fast_frame(data: BytesLike) -> bytearray:
+    """An LZ4 frame of ``data`` in fast mode: the bytes the reference library's frame API
+    writes for independent 64 KiB blocks without checksums (the header Java's producer
+    writes too), with no copy of ``data`` on the way in.
+
+    Each block is compressed into this thread's scratch buffer and appended from there,
+    so the frame is allocated about its final size, not the worst case: a fresh
+    worst-case buffer costs a zero fill and page faults the size of the input."""
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    scratch: bytearray | None = getattr(_LZ4_SCRATCH, "buffer", None)
+    if scratch is None:
+        scratch = _LZ4_SCRATCH.buffer = bytearray(_LZ4_BLOCK_BOUND)
+    out = bytearray(_LZ4_FRAME_HEADER)
+    into = cramjam.lz4.compress_block_into
+    pack_size = _UINT32_LE.pack
+    with memoryview(scratch) as compressed:
+        for start in range(0, len(view), _LZ4_BLOCK):
+            block = view[start : start + _LZ4_BLOCK]
+            length = len(block)
+            written: int = into(block, scratch, mode="default", store_size=False)
+            if 0 < written < length:
+                out += pack_size(written)
+                out += compressed[:written]
+            else:
+                # As the frame API does: a block that does not shrink is stored as it is.
+                out += pack_size(length | _LZ4_UNCOMPRESSED)
+                out += block
+    out += _LZ4_END_MARK
+    return out
 
 
 def _xerial_snappy(data: BytesLike) -> bytes:

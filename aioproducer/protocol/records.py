@@ -29,7 +29,7 @@ from aioproducer.protocol.batch_layout import PRODUCER_ID_OFFSET as _PRODUCER_ID
 from aioproducer.protocol.batch_layout import PRODUCER_STATE as _PRODUCER_STATE
 from aioproducer.protocol.batch_layout import TRANSACTIONAL_FLAG as _TRANSACTIONAL_FLAG
 from aioproducer.protocol.columnar import BinaryColumn, encode_run
-from aioproducer.protocol.compression import Codec, compress, validate_level
+from aioproducer.protocol.compression import Codec, compress_records, validate_level
 
 # The encoding of records lives in its own module, compiled with mypyc where possible
 # (append and append_many call it); this one keeps the batch's bytes and counters.
@@ -129,7 +129,7 @@ class RecordBatchBuilder(BatchState):
         self._base_ts = 0
         self._max_ts = 0
         # (record count, compressed records) of the last build, reused by a rebuild.
-        self._compressed: tuple[int, bytes] | None = None
+        self._compressed: tuple[int, bytes | bytearray] | None = None
 
     # -- properties --------------------------------------------------------------------------
 
@@ -406,7 +406,7 @@ class RecordBatchBuilder(BatchState):
             if cached is not None and cached[0] == count:
                 records = cached[1]
             else:
-                records = compress(self._codec, self._buf, self._level)
+                records = compress_records(self._codec, self._buf, self._level)
                 self._compressed = (count, records)
         attributes = self._codec | (_TRANSACTIONAL_FLAG if self._transactional else 0)
         covered = _COVERED.pack(
@@ -456,7 +456,11 @@ class RecordBatchBuilder(BatchState):
         return parts
 
     def adopt_encoded(
-        self, count: int, encoded: bytearray, timestamp_ms: int, compressed: bytes | None
+        self,
+        count: int,
+        encoded: bytearray,
+        timestamp_ms: int,
+        compressed: bytes | bytearray | None,
     ) -> None:
         """Package-internal (``run_append.py``): make this empty builder hold ``count``
         records already encoded as ``encoded``, all timestamped ``timestamp_ms`` (checked

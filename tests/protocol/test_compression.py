@@ -22,6 +22,7 @@ from aioproducer.protocol.compression import (
     Codec,
     codec_from_name,
     compress,
+    compress_records,
     decompress,
     validate_level,
 )
@@ -424,6 +425,53 @@ def test_lz4_default_level_is_java_fast_mode() -> None:
     assert fast == compress(Codec.LZ4, data, 9)
     assert fast == compress(Codec.LZ4, data, 1)
     assert fast != compress(Codec.LZ4, data, 12)
+
+
+def _reference_lz4_frame(data: bytes, level: int) -> bytes:
+    # The reference C library's frame API, set up as Java's producer writes frames.
+    import lz4.frame
+
+    return bytes(
+        lz4.frame.compress(
+            data,
+            compression_level=level,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            block_checksum=False,
+            content_checksum=False,
+            store_size=False,
+        )
+    )
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16_384, 65_535, 65_536, 65_537, 300_001])
+@pytest.mark.parametrize("kind", ["compressible", "random", "mixed"])
+def test_lz4_fast_frames_are_the_reference_librarys(size: int, kind: str) -> None:
+    # Fast-mode frames are put together block by block here; they must be exactly the
+    # C library's frames, including blocks that do not shrink (stored as they are).
+    if kind == "compressible":
+        data = compressible(size)
+    elif kind == "random":
+        data = os.urandom(size)
+    else:
+        data = (os.urandom(size // 2) + compressible(size))[:size]
+    out = compress_records(Codec.LZ4, bytearray(data))
+    assert type(out) is bytearray
+    assert bytes(out) == _reference_lz4_frame(data, 1)
+    assert compress(Codec.LZ4, memoryview(data)) == bytes(out)
+    assert compress(Codec.LZ4, data, 2) == bytes(out)
+    assert out[:7] == b"\x04\x22\x4d\x18\x60\x40\x82", "Java's frame header"
+    assert decompress(Codec.LZ4, out) == data
+
+
+def test_lz4_frames_of_concurrent_threads_do_not_mix() -> None:
+    # Each thread compresses through a scratch buffer of its own.
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = [compressible(200_000, seed) for seed in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        frames = list(pool.map(lambda d: bytes(compress_records(Codec.LZ4, d)), inputs * 4))
+    assert frames == [_reference_lz4_frame(d, 1) for d in inputs * 4]
 
 
 def test_zstd_is_a_standard_frame_at_the_level() -> None:
