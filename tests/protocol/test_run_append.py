@@ -221,3 +221,26 @@ def test_pieces_encoded_ahead_close_the_open_batch_and_keep_their_compression() 
 def _rebuilt(builder: RecordBatchBuilder) -> bytes:
     builder._compressed = None
     return builder.build()
+
+
+@pytest.mark.usefixtures("implementation")  # each column encoder in turn
+@pytest.mark.parametrize("codec", [Codec.LZ4, Codec.ZSTD, Codec.GZIP])
+def test_batches_compressed_as_encoded_are_those_encoded_then_compressed(codec: Codec) -> None:
+    # encode_compressed_batches compresses each batch inside the encoding call: the
+    # same batches, cut at the same records, as encoding the run and then compressing.
+    values = BinaryColumn.from_sequence(
+        [None if i % 11 == 0 else b"%d-" % i * (1 + i % 40) for i in range(400)]
+    )
+    keys = BinaryColumn.from_sequence([b"k%d" % (i % 7) for i in range(400)])
+    limit = RECORD_BATCH_OVERHEAD + 2000
+    got = columnar.encode_compressed_batches(
+        values, keys, None, (5, 390), RECORD_BATCH_OVERHEAD, limit, codec, None
+    )
+    plain = columnar.encode_batches(
+        values, keys, None, 5, 390, b"\x00", RECORD_BATCH_OVERHEAD, limit
+    )
+    assert len(plain) > 5
+    assert [(n, bytes(data)) for n, data, _c in got] == [(n, bytes(d)) for n, d in plain]
+    for _n, data, compressed in got:
+        assert type(data) is bytearray
+        assert bytes(compressed) == compress(codec, data)
