@@ -157,9 +157,11 @@ class PreparedColumns:
             if part is None and self.sizes is not None:
                 # Columns: cut exactly where each batch fills (one numpy pass), so a run
                 # is one batch and the encoder plans many of them at once.
-                from .protocol.columnar import fresh_cuts
+                from .protocol.columnar import CODEC, fresh_cuts
 
-                cuts = fresh_cuts(self.values, self.keys, self.headers, start, stop, batch_size)
+                cuts = fresh_cuts(
+                    self.values, self.keys, self.headers, start, stop, batch_size, CODEC
+                )
                 for i in range(len(cuts) - 1):
                     for pos in range(cuts[i], cuts[i + 1], BULK_SLICE):
                         end = min(cuts[i + 1], pos + BULK_SLICE)

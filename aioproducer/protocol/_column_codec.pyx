@@ -936,3 +936,100 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
         out[0] = 0  # no headers
         out += 1
     return result
+
+
+# -- where a run of rows is cut into fresh batches (before it is encoded) ---------------------
+
+
+def fresh_cuts(
+    values,
+    keys,
+    headers,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    Py_ssize_t ts_len,
+    int64_t empty_size,
+    int64_t max_bytes,
+):
+    """Where :func:`encode_batches` would cut records ``start:stop`` into new batches
+    (timestamp deltas of ``ts_len`` bytes): ``[start, ..., stop]``, one item per batch
+    boundary, from the same sizes in one pass over the offsets, nothing encoded.
+
+    A bulk send cuts the rows the sticky partitioner places into one run per batch
+    there. Arguments as :func:`encode_batches`'s (columns as ``(offsets, data, valid)``
+    tuples); ``ValueError`` as it raises for offsets that decrease or point outside the
+    data."""
+    cdef Py_buffer bufs[9]
+    cdef bint held[9]
+    cdef Column cols[3]
+    cdef Column *vc
+    cdef Column *kc = NULL
+    cdef Column *hc = NULL
+    cdef Py_ssize_t i, nbatches = 0
+    cdef int64_t used, body, rest, klen, vlen, size, span, od
+    cdef int64_t *ends = NULL
+    cdef bint bad = False
+    cdef int k, present
+    if start < 0 or ts_len < 0:
+        raise ValueError("start and ts_len must not be negative")
+    if start >= stop:
+        return [start]
+    for k in range(9):
+        held[k] = False
+    try:
+        present = _open_all(values, keys, headers, bufs, held, cols, start, stop)
+        vc = &cols[0]
+        kc = &cols[1] if present & 1 else NULL
+        hc = &cols[2] if present & 2 else NULL
+        ends = <int64_t *>PyMem_Malloc((stop - start) * sizeof(int64_t))
+        if ends == NULL:
+            raise MemoryError()
+        with nogil:
+            # _encode's first pass, batch after batch: a record joins the batch if it
+            # keeps it within max_bytes or is its first.
+            used = empty_size
+            od = 0
+            for i in range(start, stop):
+                # rest: the record's body but its offset delta varint.
+                rest = 1 + ts_len
+                span = _offset(vc, i + 1) - _offset(vc, i)
+                bad |= span < 0
+                vlen = _length(vc, i)
+                rest += _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
+                if kc != NULL:
+                    span = _offset(kc, i + 1) - _offset(kc, i)
+                    bad |= span < 0
+                    klen = _length(kc, i)
+                    rest += _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
+                else:
+                    rest += 1
+                if hc != NULL:
+                    span = _offset(hc, i + 1) - _offset(hc, i)
+                    bad |= span < 0
+                    rest += span
+                else:
+                    rest += 1
+                body = rest + _varint_size(_zigzag(od))
+                size = body + _varint_size(_zigzag(body))
+                if od > 0 and used + size > max_bytes:
+                    # The record starts the next batch, as its first (offset delta 0).
+                    ends[nbatches] = i
+                    nbatches += 1
+                    used = empty_size
+                    od = 0
+                    body = rest + 1
+                    size = body + _varint_size(_zigzag(body))
+                used += size
+                od += 1
+        if bad:
+            raise ValueError("column offsets must not decrease")
+        out = [start]
+        for i in range(nbatches):
+            out.append(ends[i])
+        out.append(stop)
+        return out
+    finally:
+        PyMem_Free(ends)
+        for k in range(9):
+            if held[k]:
+                PyBuffer_Release(&bufs[k])
