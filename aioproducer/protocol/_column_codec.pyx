@@ -1033,3 +1033,50 @@ def fresh_cuts(
         for k in range(9):
             if held[k]:
                 PyBuffer_Release(&bufs[k])
+
+
+def sequence_cuts(
+    list values not None,
+    keys,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    Py_ssize_t ts_len,
+    int64_t empty_size,
+    int64_t max_bytes,
+):
+    """:func:`fresh_cuts` for rows of lists (as :func:`encode_sequence_batches` takes
+    them): where that would cut records ``start:stop`` into new batches, ``[start, ...,
+    stop]``. ``TypeError`` if an item is not bytes or None."""
+    cdef list klist = keys
+    cdef list out = [start]
+    cdef Py_ssize_t i
+    cdef int64_t used, body, rest, size, od
+    if start < 0 or ts_len < 0:
+        raise ValueError("start and ts_len must not be negative")
+    if stop > len(values) or (klist is not None and stop > len(klist)):
+        raise ValueError(f"rows {start}:{stop} are not all in the lists")
+    if start >= stop:
+        return out
+    used = empty_size
+    od = 0
+    for i in range(start, stop):
+        # rest: the record's body but its offset delta varint (no headers: one byte).
+        rest = 1 + ts_len + 1 + _varint_size(_zigzag(_item_len(values[i])))
+        rest += _varint_size(_zigzag(_item_len(klist[i]))) if klist is not None else 1
+        if values[i] is not None:
+            rest += PyBytes_GET_SIZE(values[i])
+        if klist is not None and klist[i] is not None:
+            rest += PyBytes_GET_SIZE(klist[i])
+        body = rest + _varint_size(_zigzag(od))
+        size = body + _varint_size(_zigzag(body))
+        if od > 0 and used + size > max_bytes:
+            # The record starts the next batch, as its first (offset delta 0).
+            out.append(i)
+            used = empty_size
+            od = 0
+            body = rest + 1
+            size = body + _varint_size(_zigzag(body))
+        used += size
+        od += 1
+    out.append(stop)
+    return out

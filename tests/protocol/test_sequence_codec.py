@@ -262,3 +262,34 @@ def test_filling_an_open_batch_from_lists_is_append_many(
     with pytest.raises(TypeError, match="got str"):
         got.append_lists(1000, None, [b"a", "b"], 0, 2, 1 << 20)
     assert got.record_count == want.record_count
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(st.tuples(payloads, payloads), max_size=150),
+    with_keys=st.booleans(),
+    limit=st.sampled_from([0, 80, 200, 1000, 16384]),
+    start=st.integers(min_value=0, max_value=3),
+)
+def test_sequence_cuts_are_where_the_sequence_encoder_cuts(
+    rows: list[tuple[bytes | None, bytes | None]], with_keys: bool, limit: int, start: int
+) -> None:
+    assert CODEC is not None
+    values = [v for v, _k in rows]
+    keys = [k for _v, k in rows] if with_keys else None
+    start = min(start, len(rows))
+    ends = [start]
+    for count, _encoded in CODEC.encode_sequence_batches(
+        values, keys, start, len(rows), b"\x00", RECORD_BATCH_OVERHEAD, limit
+    ):
+        ends.append(ends[-1] + count)
+    got = CODEC.sequence_cuts(values, keys, start, len(rows), 1, RECORD_BATCH_OVERHEAD, limit)
+    assert got == ends
+
+
+def test_sequence_cuts_refuse_what_is_not_bytes() -> None:
+    assert CODEC is not None
+    with pytest.raises(TypeError, match="expected bytes or None, got str"):
+        CODEC.sequence_cuts([b"a", "b"], None, 0, 2, 1, RECORD_BATCH_OVERHEAD, 100)
+    with pytest.raises(ValueError, match="not all in the lists"):
+        CODEC.sequence_cuts([b"a"], [b"k"], 0, 2, 1, RECORD_BATCH_OVERHEAD, 100)
