@@ -941,6 +941,43 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
 # -- where a run of rows is cut into fresh batches (before it is encoded) ---------------------
 
 
+cdef inline int64_t _field_size(const Column *c, Py_ssize_t i, bint *bad) noexcept nogil:
+    """A key's or value's bytes in a record: its length varint and its bytes (``c``
+    NULL: a null key's one byte; ``bad`` set if its offsets decrease)."""
+    if c == NULL:
+        return 1
+    cdef int64_t n = _length(c, i)
+    bad[0] |= _offset(c, i + 1) - _offset(c, i) < 0
+    return _varint_size(_zigzag(n)) + (n if n > 0 else 0)
+
+
+cdef inline int64_t _section_size(const Column *c, Py_ssize_t i, bint *bad) noexcept nogil:
+    """A record's header section bytes (``c`` NULL: no headers, one byte)."""
+    if c == NULL:
+        return 1
+    cdef int64_t n = _offset(c, i + 1) - _offset(c, i)
+    bad[0] |= n < 0
+    return n
+
+
+cdef inline bint _starts_batch(int64_t rest, int64_t *used, int64_t *od, int64_t empty_size,
+                               int64_t max_bytes) noexcept nogil:
+    """Add the next record (``rest``: its body but its offset delta varint) to a batch
+    holding ``od`` records and ``used`` bytes, as the encoder would: to this batch if it
+    fits within ``max_bytes`` or is its first, else as the first of a new one (True)."""
+    cdef int64_t body = rest + _varint_size(_zigzag(od[0]))
+    cdef int64_t size = body + _varint_size(_zigzag(body))
+    cdef bint fresh = od[0] > 0 and used[0] + size > max_bytes
+    if fresh:
+        used[0] = empty_size
+        od[0] = 0
+        body = rest + 1
+        size = body + _varint_size(_zigzag(body))
+    used[0] += size
+    od[0] += 1
+    return fresh
+
+
 def fresh_cuts(
     values,
     keys,
@@ -966,7 +1003,7 @@ def fresh_cuts(
     cdef Column *kc = NULL
     cdef Column *hc = NULL
     cdef Py_ssize_t i, nbatches = 0
-    cdef int64_t used, body, rest, klen, vlen, size, span, od
+    cdef int64_t used, rest, od
     cdef int64_t *ends = NULL
     cdef bint bad = False
     cdef int k, present
@@ -991,36 +1028,13 @@ def fresh_cuts(
             od = 0
             for i in range(start, stop):
                 # rest: the record's body but its offset delta varint.
-                rest = 1 + ts_len
-                span = _offset(vc, i + 1) - _offset(vc, i)
-                bad |= span < 0
-                vlen = _length(vc, i)
-                rest += _varint_size(_zigzag(vlen)) + (vlen if vlen > 0 else 0)
-                if kc != NULL:
-                    span = _offset(kc, i + 1) - _offset(kc, i)
-                    bad |= span < 0
-                    klen = _length(kc, i)
-                    rest += _varint_size(_zigzag(klen)) + (klen if klen > 0 else 0)
-                else:
-                    rest += 1
-                if hc != NULL:
-                    span = _offset(hc, i + 1) - _offset(hc, i)
-                    bad |= span < 0
-                    rest += span
-                else:
-                    rest += 1
-                body = rest + _varint_size(_zigzag(od))
-                size = body + _varint_size(_zigzag(body))
-                if od > 0 and used + size > max_bytes:
-                    # The record starts the next batch, as its first (offset delta 0).
+                rest = (
+                    1 + ts_len + _field_size(vc, i, &bad) + _field_size(kc, i, &bad)
+                    + _section_size(hc, i, &bad)
+                )
+                if _starts_batch(rest, &used, &od, empty_size, max_bytes):
                     ends[nbatches] = i
                     nbatches += 1
-                    used = empty_size
-                    od = 0
-                    body = rest + 1
-                    size = body + _varint_size(_zigzag(body))
-                used += size
-                od += 1
         if bad:
             raise ValueError("column offsets must not decrease")
         out = [start]
@@ -1050,7 +1064,7 @@ def sequence_cuts(
     cdef list klist = keys
     cdef list out = [start]
     cdef Py_ssize_t i
-    cdef int64_t used, body, rest, size, od
+    cdef int64_t used, rest, od, vlen, klen
     if start < 0 or ts_len < 0:
         raise ValueError("start and ts_len must not be negative")
     if stop > len(values) or (klist is not None and stop > len(klist)):
@@ -1061,22 +1075,10 @@ def sequence_cuts(
     od = 0
     for i in range(start, stop):
         # rest: the record's body but its offset delta varint (no headers: one byte).
-        rest = 1 + ts_len + 1 + _varint_size(_zigzag(_item_len(values[i])))
-        rest += _varint_size(_zigzag(_item_len(klist[i]))) if klist is not None else 1
-        if values[i] is not None:
-            rest += PyBytes_GET_SIZE(values[i])
-        if klist is not None and klist[i] is not None:
-            rest += PyBytes_GET_SIZE(klist[i])
-        body = rest + _varint_size(_zigzag(od))
-        size = body + _varint_size(_zigzag(body))
-        if od > 0 and used + size > max_bytes:
-            # The record starts the next batch, as its first (offset delta 0).
+        vlen = _item_len(values[i])
+        klen = _item_len(klist[i]) if klist is not None else -1
+        rest = _body_size(ts_len, 0, klen, vlen, 1) - 1
+        if _starts_batch(rest, &used, &od, empty_size, max_bytes):
             out.append(i)
-            used = empty_size
-            od = 0
-            body = rest + 1
-            size = body + _varint_size(_zigzag(body))
-        used += size
-        od += 1
     out.append(stop)
     return out
