@@ -507,6 +507,7 @@ class Intake:
                 time.monotonic(),
                 spans,
                 run.pieces,
+                run.fills,
             )
         finally:
             run.appended = sum(span[2] for span in spans)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any, Final
 
-from .protocol.records import RECORD_FRAMING_BOUND
+from .protocol.column_plan import fresh_cuts
+from .protocol.columnar import CODEC
+from .protocol.records import RECORD_BATCH_OVERHEAD, RECORD_FRAMING_BOUND
 
 if TYPE_CHECKING:
     from .results import BulkDelivery
@@ -48,7 +50,17 @@ class ColumnRun:
     partition (None: the sticky partitioner's), with the bytes reserved for them: the
     unit in which a bulk send is admitted and appended."""
 
-    __slots__ = ("appended", "bulk", "columns", "partition", "pieces", "size", "start", "stop")
+    __slots__ = (
+        "appended",
+        "bulk",
+        "columns",
+        "fills",
+        "partition",
+        "pieces",
+        "size",
+        "start",
+        "stop",
+    )
 
     def __init__(
         self,
@@ -73,6 +85,10 @@ class ColumnRun:
         #: (:meth:`Intake.encode_ahead`): ``(records, their bytes, the bytes compressed or
         #: None)`` per batch; None: the loop encodes the run when it appends it.
         self.pieces: list[tuple[int, Any, Any]] | None = None
+        #: Whether its last record fills the batch its records fill from empty (the next
+        #: record of the send would not fit): a run cut where that batch ends. Its last
+        #: batch then takes no more records, if its records started one.
+        self.fills = False
 
 
 class PreparedColumns:
@@ -149,21 +165,23 @@ class PreparedColumns:
 
     def slices(self, batch_size: int, bulk: BulkDelivery) -> list[ColumnRun]:
         """The runs cut into slices: at most a batch's worth for the sticky partitioner
-        (it may move on after each batch; for columns exactly a batch), else
-        ``BULK_SLICE`` records."""
+        (it may move on after each batch; exactly a batch for columns and for lists
+        checked in one compiled pass), else ``BULK_SLICE`` records."""
         out: list[ColumnRun] = []
         sticky_step = min(BULK_SLICE, max(1, batch_size // self.max_estimate))
         for part, start, stop in self.runs:
-            if part is None and self.sizes is not None:
-                # Columns: cut exactly where each batch fills (one numpy pass), so a run
-                # is one batch and the encoder plans many of them at once.
-                from .protocol.columnar import fresh_cuts
-
-                cuts = fresh_cuts(self.values, self.keys, self.headers, start, stop, batch_size)
+            cuts = self._fresh_cuts(start, stop, batch_size) if part is None else None
+            if cuts is not None:
+                # The sticky partitioner's rows cut exactly where each batch fills, so a
+                # run is one batch, encoded in one call, and the batch it ends is known
+                # full (no call to find that the next record does not fit).
+                step = min(BULK_SLICE, self.max_run) if self.max_run else BULK_SLICE
                 for i in range(len(cuts) - 1):
-                    for pos in range(cuts[i], cuts[i + 1], BULK_SLICE):
-                        end = min(cuts[i + 1], pos + BULK_SLICE)
-                        out.append(ColumnRun(self, None, pos, end, self.estimate(pos, end), bulk))
+                    for pos in range(cuts[i], cuts[i + 1], step):
+                        end = min(cuts[i + 1], pos + step)
+                        run = ColumnRun(self, None, pos, end, self.estimate(pos, end), bulk)
+                        run.fills = end == cuts[i + 1] < stop and pos == cuts[i]
+                        out.append(run)
                 continue
             step = sticky_step if part is None else BULK_SLICE
             if self.max_run:
@@ -172,6 +190,19 @@ class PreparedColumns:
                 end = min(stop, pos + step)
                 out.append(ColumnRun(self, part, pos, end, self.estimate(pos, end), bulk))
         return out
+
+    def _fresh_cuts(self, start: int, stop: int, batch_size: int) -> list[int] | None:
+        """Where rows ``start:stop`` fill batches from empty (``[start, ..., stop]``), for
+        columns, and for lists checked in one compiled pass; None: cut by estimates."""
+        if self.sizes is not None:
+            # Columns (numpy where the codec does not run).
+            return fresh_cuts(self.values, self.keys, self.headers, start, stop, batch_size, CODEC)
+        if self.bounds is None or CODEC is None:
+            return None
+        cuts: list[int] = CODEC.sequence_cuts(
+            self.values, self.keys, start, stop, 1, RECORD_BATCH_OVERHEAD, batch_size
+        )
+        return cuts
 
 
 def group_sequences(cols: PreparedColumns, parts: list[Any] | None, count: int) -> None:

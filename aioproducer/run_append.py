@@ -36,13 +36,16 @@ def append_run(
     now: float,
     spans: list[tuple[ProducerBatch, int, int]],
     pieces: list[tuple[int, Any, Any]] | None = None,
+    fills: bool = False,
 ) -> tuple[int, int, bool]:
     """Append ``values[start:stop]`` to ``partition``'s batches, whose ``reserved``
     bytes (an upper bound of their size) are already reserved.
 
     ``pieces``: the run already encoded into new batches (see
     :meth:`~aioproducer.intake.Intake.encode_ahead`): they become batches of their own
-    after the partition's open batch, which takes no more records.
+    after the partition's open batch, which takes no more records. ``fills``: the run's
+    last record fills a batch that its records fill from empty (``ColumnRun.fills``);
+    if they went into new batches, the last one then takes no more records either.
 
     ``keys``/``values``/``headers`` are sequences (encoded by
     ``RecordBatchBuilder.append_many``, or, lists without headers, by the compiled
@@ -90,6 +93,10 @@ def append_run(
                 )
                 if fresh_run is not None:
                     count, added, batch = fresh_run
+                    if fills and pos == start and batch.limit <= acc.batch_size:
+                        # Cut where this batch fills (at batch_size: with compression a
+                        # batch may take more): no need to try the next record.
+                        batch.full = True
                     pos += count
                     added_total += added
                     wake = True

@@ -945,3 +945,149 @@ cdef object _encode_items(list values, list keys, Py_ssize_t start, Py_ssize_t s
         out[0] = 0  # no headers
         out += 1
     return result
+
+
+# -- where a run of rows is cut into fresh batches (before it is encoded) ---------------------
+
+
+cdef inline int64_t _field_size(const Column *c, Py_ssize_t i, bint *bad) noexcept nogil:
+    """A key's or value's bytes in a record: its length varint and its bytes (``c``
+    NULL: a null key's one byte; ``bad`` set if its offsets decrease)."""
+    if c == NULL:
+        return 1
+    cdef int64_t n = _length(c, i)
+    bad[0] |= _offset(c, i + 1) - _offset(c, i) < 0
+    return _varint_size(_zigzag(n)) + (n if n > 0 else 0)
+
+
+cdef inline int64_t _section_size(const Column *c, Py_ssize_t i, bint *bad) noexcept nogil:
+    """A record's header section bytes (``c`` NULL: no headers, one byte)."""
+    if c == NULL:
+        return 1
+    cdef int64_t n = _offset(c, i + 1) - _offset(c, i)
+    bad[0] |= n < 0
+    return n
+
+
+cdef inline bint _starts_batch(int64_t rest, int64_t *used, int64_t *od, int64_t empty_size,
+                               int64_t max_bytes) noexcept nogil:
+    """Add the next record (``rest``: its body but its offset delta varint) to a batch
+    holding ``od`` records and ``used`` bytes, as the encoder would: to this batch if it
+    fits within ``max_bytes`` or is its first, else as the first of a new one (True)."""
+    cdef int64_t body = rest + _varint_size(_zigzag(od[0]))
+    cdef int64_t size = body + _varint_size(_zigzag(body))
+    cdef bint fresh = od[0] > 0 and used[0] + size > max_bytes
+    if fresh:
+        used[0] = empty_size
+        od[0] = 0
+        body = rest + 1
+        size = body + _varint_size(_zigzag(body))
+    used[0] += size
+    od[0] += 1
+    return fresh
+
+
+def fresh_cuts(
+    values,
+    keys,
+    headers,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    Py_ssize_t ts_len,
+    int64_t empty_size,
+    int64_t max_bytes,
+):
+    """Where :func:`encode_batches` would cut records ``start:stop`` into new batches
+    (timestamp deltas of ``ts_len`` bytes): ``[start, ..., stop]``, one item per batch
+    boundary, from the same sizes in one pass over the offsets, nothing encoded.
+
+    A bulk send cuts the rows the sticky partitioner places into one run per batch
+    there. Arguments as :func:`encode_batches`'s (columns as ``(offsets, data, valid)``
+    tuples); ``ValueError`` as it raises for offsets that decrease or point outside the
+    data."""
+    cdef Py_buffer bufs[9]
+    cdef bint held[9]
+    cdef Column cols[3]
+    cdef Column *vc
+    cdef Column *kc = NULL
+    cdef Column *hc = NULL
+    cdef Py_ssize_t i, nbatches = 0
+    cdef int64_t used, rest, od
+    cdef int64_t *ends = NULL
+    cdef bint bad = False
+    cdef int k, present
+    if start < 0 or ts_len < 0:
+        raise ValueError("start and ts_len must not be negative")
+    if start >= stop:
+        return [start]
+    for k in range(9):
+        held[k] = False
+    try:
+        present = _open_all(values, keys, headers, bufs, held, cols, start, stop)
+        vc = &cols[0]
+        kc = &cols[1] if present & 1 else NULL
+        hc = &cols[2] if present & 2 else NULL
+        ends = <int64_t *>PyMem_Malloc((stop - start) * sizeof(int64_t))
+        if ends == NULL:
+            raise MemoryError()
+        with nogil:
+            # _encode's first pass, batch after batch: a record joins the batch if it
+            # keeps it within max_bytes or is its first.
+            used = empty_size
+            od = 0
+            for i in range(start, stop):
+                # rest: the record's body but its offset delta varint.
+                rest = (
+                    1 + ts_len + _field_size(vc, i, &bad) + _field_size(kc, i, &bad)
+                    + _section_size(hc, i, &bad)
+                )
+                if _starts_batch(rest, &used, &od, empty_size, max_bytes):
+                    ends[nbatches] = i
+                    nbatches += 1
+        if bad:
+            raise ValueError("column offsets must not decrease")
+        out = [start]
+        for i in range(nbatches):
+            out.append(ends[i])
+        out.append(stop)
+        return out
+    finally:
+        PyMem_Free(ends)
+        for k in range(9):
+            if held[k]:
+                PyBuffer_Release(&bufs[k])
+
+
+def sequence_cuts(
+    list values not None,
+    keys,
+    Py_ssize_t start,
+    Py_ssize_t stop,
+    Py_ssize_t ts_len,
+    int64_t empty_size,
+    int64_t max_bytes,
+):
+    """:func:`fresh_cuts` for rows of lists (as :func:`encode_sequence_batches` takes
+    them): where that would cut records ``start:stop`` into new batches, ``[start, ...,
+    stop]``. ``TypeError`` if an item is not bytes or None."""
+    cdef list klist = keys
+    cdef list out = [start]
+    cdef Py_ssize_t i
+    cdef int64_t used, rest, od, vlen, klen
+    if start < 0 or ts_len < 0:
+        raise ValueError("start and ts_len must not be negative")
+    if stop > len(values) or (klist is not None and stop > len(klist)):
+        raise ValueError(f"rows {start}:{stop} are not all in the lists")
+    if start >= stop:
+        return out
+    used = empty_size
+    od = 0
+    for i in range(start, stop):
+        # rest: the record's body but its offset delta varint (no headers: one byte).
+        vlen = _item_len(values[i])
+        klen = _item_len(klist[i]) if klist is not None else -1
+        rest = _body_size(ts_len, 0, klen, vlen, 1) - 1
+        if _starts_batch(rest, &used, &od, empty_size, max_bytes):
+            out.append(i)
+    out.append(stop)
+    return out

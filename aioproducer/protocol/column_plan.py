@@ -170,14 +170,29 @@ def fresh_cuts(
     start: int,
     stop: int,
     max_bytes: int,
+    codec: Any = None,
 ) -> list[int]:
     """Where records ``start:stop`` are cut into batches of at most ``max_bytes`` when
     every batch starts empty: ``[start, ..., stop]``, one item per batch boundary.
 
     A bulk send cuts the rows the sticky partitioner places into runs there, so that each
-    run fills one batch and ``columnar.encode_run`` serves them all from one plan."""
+    run fills one batch and ``columnar.encode_run`` serves them all from one plan.
+    ``codec``: the compiled column codec, if it runs here; it finds the same cuts in one
+    pass over the offsets, where numpy needs a search per batch."""
     if start >= stop:
         return [start]
+    if codec is not None:
+        found: list[int] = codec.fresh_cuts(
+            (values.offsets, values.data, values.valid),
+            None if keys is None else (keys.offsets, keys.data, keys.valid),
+            None if headers is None else (headers.offsets, headers.data, None),
+            start,
+            stop,
+            1,
+            _BATCH_OVERHEAD,
+            max_bytes,
+        )
+        return found
     np = numpy()
     tail, *_rest = tails(np, values, keys, headers, start, stop)
     batches = cuts(np, tail, stop - start, 0, 1, _BATCH_OVERHEAD, max_bytes)

@@ -120,6 +120,12 @@ def test_compiled_sequence_batches_are_byte_identical_to_append_many(
     assert all(type(encoded) is bytearray for _n, encoded in got)
     want = _by_append_many(values[start:], None if keys is None else keys[start:], limit)
     assert [(n, bytes(encoded)) for n, encoded in got] == want
+    # Where a bulk send cuts the same rows before encoding them: at these batches' ends.
+    ends = [start]
+    for n, _encoded in got:
+        ends.append(ends[-1] + n)
+    cuts = CODEC.sequence_cuts(values, keys, start, len(rows), 1, RECORD_BATCH_OVERHEAD, limit)
+    assert cuts == (ends if got else [start])
     if start == 0:
         # And what the column encoder writes for the same rows.
         np = pytest.importorskip("numpy")
@@ -262,3 +268,11 @@ def test_filling_an_open_batch_from_lists_is_append_many(
     with pytest.raises(TypeError, match="got str"):
         got.append_lists(1000, None, [b"a", "b"], 0, 2, 1 << 20)
     assert got.record_count == want.record_count
+
+
+def test_sequence_cuts_refuse_what_is_not_bytes() -> None:
+    assert CODEC is not None
+    with pytest.raises(TypeError, match="expected bytes or None, got str"):
+        CODEC.sequence_cuts([b"a", "b"], None, 0, 2, 1, RECORD_BATCH_OVERHEAD, 100)
+    with pytest.raises(ValueError, match="not all in the lists"):
+        CODEC.sequence_cuts([b"a"], [b"k"], 0, 2, 1, RECORD_BATCH_OVERHEAD, 100)
