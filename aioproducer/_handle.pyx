@@ -144,7 +144,13 @@ cdef class DeliveryHandle:
         return self.result()
 
     def __await__(self):
-        return self.wait().__await__()
+        # A generator, not wait()'s coroutine and its wrapper: a handle awaited once its
+        # batch is done (most are, when a caller awaits them after sending) returns at
+        # once, with one object made instead of two.
+        batch = self._batch
+        if not batch.done:
+            yield from batch.wait().__await__()
+        return self.result()
 
     def __repr__(self):
         state = "done" if self._batch.done else "pending"
