@@ -19,7 +19,6 @@ import collections
 import contextlib
 import contextvars
 import logging
-import math
 import random
 import ssl
 import sys

@@ -20,8 +20,8 @@ draining, request encoding, socket writes and reads, response decoding and compl
 all counted, and the bench's own loop too (a ``for`` over a list of handles). Again the
 difference of two runs (40,000 and 10,000 records), divided by the difference of their
 records and of their produce requests (the linger is long, so that batches leave full as
-they do live rather than after a few records of valgrind's slowdown). ``--callgrind-out`` keeps the larger run's
-profile for ``callgrind_annotate``.
+they do live rather than after a few records of valgrind's slowdown). ``--callgrind-out``
+keeps the larger run's profile for ``callgrind_annotate``.
 
 ``--sync`` measures :meth:`aioproducer.SyncProducer.send` instead: the CPU of the calling
 thread and of the producer's loop thread together (the fake brokers left out), from the
@@ -230,7 +230,9 @@ def _count(keyed: bool, backend: str, sync: bool, requests: bool = False, out: s
         requests_made = max(1, large_requests - small_requests)
         # The send loop alone, counted the same way, is what the records cost before the
         # sender takes over; the rest is the per-request path.
-        send_only = _instructions(40_000, False, backend)[0] - _instructions(10_000, False, backend)[0]
+        send_only = (
+            _instructions(40_000, False, backend)[0] - _instructions(10_000, False, backend)[0]
+        )
         print(
             f"{(large - small) / 30_000:,.0f} instructions per record in all, "
             f"{send_only / 30_000:,.0f} of them in await send(); "

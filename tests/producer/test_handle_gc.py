@@ -249,3 +249,14 @@ async def test_the_compiled_handle_gives_the_metadata_the_class_would(fake: Fake
     assert pending.result() == meta
     with pytest.raises(AttributeError):
         meta.offset = 7  # type: ignore[misc]
+
+
+def test_the_pure_handles_metadata_helper_builds_what_the_class_would() -> None:
+    # The pure-Python handle (and BulkDelivery) fill RecordMetadata's slots through their
+    # setters, not the frozen constructor: the result must be indistinguishable.
+    made = results._metadata("t", 3, 42, 1234, -1, 100)
+    expected = results.RecordMetadata("t", 3, 42, 1234, -1, 100)
+    assert type(made) is results.RecordMetadata
+    assert made == expected and hash(made) == hash(expected) and repr(made) == repr(expected)
+    with pytest.raises(AttributeError):
+        made.partition = 1  # type: ignore[misc]
