@@ -15,7 +15,8 @@ by 20,000 (start-up cancels out). It needs ``valgrind`` on the PATH.
 
 ``--requests`` counts, with callgrind, the instructions of the whole path per record and
 per produce request: ``await send()`` of every record (each handle kept), then every handle
-awaited, to a 6-partition topic of fake brokers in a process of their own, so the sender's
+awaited (``--check exception`` reads each one's ``exception()`` instead, as the bench's
+clients do, which builds no metadata), to a 6-partition topic of fake brokers in a process of their own, so the sender's
 draining, request encoding, socket writes and reads, response decoding and completion are
 all counted, and the bench's own loop too (a ``for`` over a list of handles). Again the
 difference of two runs (40,000 and 10,000 records), divided by the difference of their
@@ -110,7 +111,7 @@ async def _offline(records: int, keyed: bool) -> None:
 TOPIC6 = "cpu6"
 
 
-async def _acked(bootstrap: str, records: int) -> None:
+async def _acked(bootstrap: str, records: int, check: str) -> None:
     # The bench's asyncio client in miniature: send every record, keep its handle, then
     # flush and await every handle. Prints the produce requests sent, for the caller.
     # Live, keyless records fill their sticky partition's batch well within a 5 ms linger,
@@ -124,8 +125,13 @@ async def _acked(bootstrap: str, records: int) -> None:
         send = producer.send
         handles = [await send(TOPIC6, value) for _ in range(records)]
         await producer.flush()
-        for handle in handles:
-            await handle
+        if check == "await":
+            for handle in handles:
+                await handle
+        else:  # as the bench's clients check them: done once flushed, no metadata built
+            for handle in handles:
+                if handle.exception() is not None:
+                    raise RuntimeError(f"a record failed: {handle.exception()!r}")
         print(f"requests={producer.metrics()['requests_sent'] - before:.0f}", flush=True)
 
 
@@ -174,6 +180,7 @@ def _instructions(
     *,
     acked: bool = False,
     out: str = "/dev/null",
+    check: str = "await",
 ) -> tuple[int, int]:
     """Instructions callgrind counts for a whole ``--offline`` run of ``records`` (or,
     given ``bootstrap``, a ``--sync`` or, with ``acked``, a ``--requests`` run against
@@ -193,7 +200,7 @@ def _instructions(
     if keyed:
         cmd.append("--keyed")
     if bootstrap:
-        cmd += ["--acked" if acked else "--sync", "--bootstrap", bootstrap]
+        cmd += ["--acked" if acked else "--sync", "--bootstrap", bootstrap, "--check", check]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=os.environ)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -202,7 +209,14 @@ def _instructions(
     return int(found.group(1)), int(requests.group(1)) if requests else 0
 
 
-def _count(keyed: bool, backend: str, sync: bool, requests: bool = False, out: str = "") -> int:
+def _count(
+    keyed: bool,
+    backend: str,
+    sync: bool,
+    requests: bool = False,
+    out: str = "",
+    check: str = "await",
+) -> int:
     import aioproducer.speedups as speedups
 
     if not sync and not requests:
@@ -219,9 +233,11 @@ def _count(keyed: bool, backend: str, sync: bool, requests: bool = False, out: s
         try:
             assert server.stdout is not None
             bootstrap = server.stdout.readline().strip()
-            small, small_requests = _instructions(10_000, False, backend, bootstrap, acked=True)
+            small, small_requests = _instructions(
+                10_000, False, backend, bootstrap, acked=True, check=check
+            )
             large, large_requests = _instructions(
-                40_000, False, backend, bootstrap, acked=True, out=out or "/dev/null"
+                40_000, False, backend, bootstrap, acked=True, out=out or "/dev/null", check=check
             )
         finally:
             assert server.stdin is not None
@@ -237,7 +253,8 @@ def _count(keyed: bool, backend: str, sync: bool, requests: bool = False, out: s
             f"{(large - small) / 30_000:,.0f} instructions per record in all, "
             f"{send_only / 30_000:,.0f} of them in await send(); "
             f"{(large - small - send_only) / requests_made:,.0f} per produce request besides "
-            f"({requests_made} requests for 30,000 records; {backend}; "
+            f"({requests_made} requests for 30,000 records; handles checked by {check}; "
+            f"{backend}; "
             f"{speedups.ACTIVE}: {speedups.REASON})"
         )
         return 0
@@ -281,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         help="instructions per record and per produce request of the whole path (callgrind)",
     )
     parser.add_argument("--callgrind-out", default="", help="keep the --requests profile here")
+    parser.add_argument(
+        "--check",
+        default="await",
+        choices=("await", "exception"),
+        help="with --requests: await every handle (building its metadata), or only read "
+        "exception() of each, as the bench's clients do",
+    )
     parser.add_argument("--acked", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--offline", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", default="", help=argparse.SUPPRESS)
@@ -290,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         _serve()
         return 0
     if args.offline and args.acked:
-        anyio.run(_acked, args.bootstrap, args.offline, backend=args.backend)
+        anyio.run(_acked, args.bootstrap, args.offline, args.check, backend=args.backend)
         return 0
     if args.offline and args.sync:
         _sync_run(args.bootstrap, args.offline, args.keyed)
@@ -299,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         anyio.run(_offline, args.offline, args.keyed, backend=args.backend)
         return 0
     if args.requests:
-        return _count(False, args.backend, False, requests=True, out=args.callgrind_out)
+        return _count(
+            False, args.backend, False, requests=True, out=args.callgrind_out, check=args.check
+        )
     if args.instructions:
         return _count(args.keyed, args.backend, args.sync)
     if args.sync:
