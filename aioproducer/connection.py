@@ -19,7 +19,6 @@ import collections
 import contextlib
 import contextvars
 import logging
-import math
 import random
 import ssl
 import sys
@@ -250,6 +249,7 @@ class BrokerConnection:
                 async with anyio.create_task_group() as tg:
                     self._tasks = tg
                     tg.start_soon(self._writer)
+                    tg.start_soon(self._watchdog)
                     await self._reader()
             except BaseException as exc:
                 if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -409,6 +409,26 @@ class BrokerConnection:
             if not expect_response:
                 entry.finish(None, None)
 
+    async def _watchdog(self) -> None:
+        # Fails the connection when its oldest request has had no answer within its
+        # timeout. Kafka answers in order, so only the oldest needs watching; it sleeps
+        # until that one's deadline, or a whole request timeout while nothing is pending
+        # (a request submitted meanwhile with a shorter timeout is noticed at the next
+        # check, as it was when the reader checked between receives).
+        pending = self._pending
+        while not self._closing():
+            if pending:
+                head = pending[0]
+                wait = head.deadline - time.monotonic()
+                if wait <= 0:
+                    raise RequestTimedOutError(
+                        f"no response from node {self.node_id} within "
+                        f"{self.request_timeout * 1000:.0f} ms (api {head.api_key})"
+                    )
+            else:
+                wait = self.request_timeout
+            await anyio.sleep(min(wait, self.request_timeout))
+
     async def _reader(self) -> None:
         stream = self._stream
         assert stream is not None
@@ -416,54 +436,44 @@ class BrokerConnection:
         # (or anything posing as one) that announces gigabytes costs nothing but this
         # connection; below the limit the buffer grows only as bytes really arrive.
         deframer = framing.FrameReader(max_frame_size=self.max_response_size)
-        pending = self._pending
         while not self._closing():
-            if pending:
-                wait = pending[0].deadline - time.monotonic()
-                if wait <= 0:
-                    head = pending[0]
-                    raise RequestTimedOutError(
-                        f"no response from node {self.node_id} within "
-                        f"{self.request_timeout * 1000:.0f} ms (api {head.api_key})"
-                    )
-            else:
-                wait = math.inf
-            with anyio.move_on_after(min(wait, self.request_timeout)):
-                try:
-                    data = await stream.receive(_RECEIVE_CHUNK)
-                except ssl.SSLError as exc:
-                    # With TLS 1.3 the client finishes its handshake before the broker has
-                    # checked the client certificate; the broker's verdict (e.g. "bad
-                    # certificate" when mutual TLS is required) arrives as an alert on the
-                    # first read. Before the connection is established that is a rejection.
-                    if not self._established:
-                        raise AuthenticationError(
-                            f"{self.host}:{self.port} (node {self.node_id}) rejected the TLS "
-                            f"connection: {exc.reason or exc} (does the listener require a "
-                            "client certificate?)"
-                        ) from None
-                    raise ConnectionError(
-                        f"TLS error on the connection to node {self.node_id} "
-                        f"({self.host}:{self.port}): {exc}"
+            # No timeout here: the watchdog fails the connection when the oldest request
+            # has waited too long (one timer per connection, not one per receive).
+            try:
+                data = await stream.receive(_RECEIVE_CHUNK)
+            except ssl.SSLError as exc:
+                # With TLS 1.3 the client finishes its handshake before the broker has
+                # checked the client certificate; the broker's verdict (e.g. "bad
+                # certificate" when mutual TLS is required) arrives as an alert on the
+                # first read. Before the connection is established that is a rejection.
+                if not self._established:
+                    raise AuthenticationError(
+                        f"{self.host}:{self.port} (node {self.node_id}) rejected the TLS "
+                        f"connection: {exc.reason or exc} (does the listener require a "
+                        "client certificate?)"
                     ) from None
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
-                    raise ConnectionError(
-                        f"node {self.node_id} ({self.host}:{self.port}) closed the connection"
-                    ) from exc
-                try:
-                    frames = deframer.feed(data)
-                except ProtocolError:
-                    if (deframer.refused_size or 0) <= self.max_response_size:
-                        raise  # a negative size: not Kafka at all
-                    raise ResponseTooLargeError(
-                        f"node {self.node_id} ({self.host}:{self.port}) announced a response "
-                        f"of {deframer.refused_size} bytes, more than receive_message_max_bytes "
-                        f"({self.max_response_size}); the connection was closed unread"
-                    ) from None
-                for frame in frames:
-                    if self._closing():
-                        return
-                    self._dispatch(frame)
+                raise ConnectionError(
+                    f"TLS error on the connection to node {self.node_id} "
+                    f"({self.host}:{self.port}): {exc}"
+                ) from None
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+                raise ConnectionError(
+                    f"node {self.node_id} ({self.host}:{self.port}) closed the connection"
+                ) from exc
+            try:
+                frames = deframer.feed(data)
+            except ProtocolError:
+                if (deframer.refused_size or 0) <= self.max_response_size:
+                    raise  # a negative size: not Kafka at all
+                raise ResponseTooLargeError(
+                    f"node {self.node_id} ({self.host}:{self.port}) announced a response "
+                    f"of {deframer.refused_size} bytes, more than receive_message_max_bytes "
+                    f"({self.max_response_size}); the connection was closed unread"
+                ) from None
+            for frame in frames:
+                if self._closing():
+                    return
+                self._dispatch(frame)
 
     def _dispatch(self, frame: bytes) -> None:
         if not self._pending:

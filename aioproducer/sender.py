@@ -235,7 +235,10 @@ class Sender:
     async def run(self) -> None:
         """Run until cancelled."""
         while True:
-            self._wakeup = anyio.Event()
+            # A wake-up that came during the last pass is seen by this one: only a set
+            # event needs replacing (a fresh one every pass cost an object per pass).
+            if self._wakeup.is_set():
+                self._wakeup = anyio.Event()
             now = time.monotonic()
             self._process_inbox(now)
             if (
@@ -274,8 +277,12 @@ class Sender:
             if delay > 0:
                 self._idle = True
                 try:
-                    with anyio.move_on_after(delay if delay != math.inf else 3600):
+                    if delay == math.inf:
+                        # Nothing to time: no cancel scope (and timer) to set up and undo.
                         await self._wakeup.wait()
+                    else:
+                        with anyio.move_on_after(delay):
+                            await self._wakeup.wait()
                 finally:
                     self._idle = False
                 if self._inline_error is not None:

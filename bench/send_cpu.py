@@ -13,6 +13,17 @@ producer whose topic metadata is filled in by hand, so records only pile up in b
 under valgrind's callgrind, for 5,000 and for 25,000 records, and divides the difference
 by 20,000 (start-up cancels out). It needs ``valgrind`` on the PATH.
 
+``--requests`` counts, with callgrind, the instructions of the whole path per record and
+per produce request: ``await send()`` of every record (each handle kept), then every handle
+awaited (``--check exception`` reads each one's ``exception()`` instead, as the bench's
+clients do, which builds no metadata), to a 6-partition topic of fake brokers in a process of their own, so the sender's
+draining, request encoding, socket writes and reads, response decoding and completion are
+all counted, and the bench's own loop too (a ``for`` over a list of handles). Again the
+difference of two runs (40,000 and 10,000 records), divided by the difference of their
+records and of their produce requests (the linger is long, so that batches leave full as
+they do live rather than after a few records of valgrind's slowdown). ``--callgrind-out``
+keeps the larger run's profile for ``callgrind_annotate``.
+
 ``--sync`` measures :meth:`aioproducer.SyncProducer.send` instead: the CPU of the calling
 thread and of the producer's loop thread together (the fake brokers left out), from the
 first ``send()`` until every record is acknowledged and every future checked; with
@@ -97,6 +108,33 @@ async def _offline(records: int, keyed: bool) -> None:
         producer._state = producer_module._CLOSED
 
 
+TOPIC6 = "cpu6"
+
+
+async def _acked(bootstrap: str, records: int, check: str) -> None:
+    # The bench's asyncio client in miniature: send every record, keep its handle, then
+    # flush and await every handle. Prints the produce requests sent, for the caller.
+    # Live, keyless records fill their sticky partition's batch well within a 5 ms linger,
+    # so batches leave full; under valgrind's slowdown a 5 ms linger would send a few
+    # records a request. A linger valgrind cannot outlast keeps the live batching.
+    value = b"x" * 100
+    async with Producer(bootstrap, linger_ms=2000, batch_size=16384) as producer:
+        await producer.partitions_for(TOPIC6)
+        await producer.send_and_wait(TOPIC6, b"warm")
+        before = producer.metrics()["requests_sent"]
+        send = producer.send
+        handles = [await send(TOPIC6, value) for _ in range(records)]
+        await producer.flush()
+        if check == "await":
+            for handle in handles:
+                await handle
+        else:  # as the bench's clients check them: done once flushed, no metadata built
+            for handle in handles:
+                if handle.exception() is not None:
+                    raise RuntimeError(f"a record failed: {handle.exception()!r}")
+        print(f"requests={producer.metrics()['requests_sent'] - before:.0f}", flush=True)
+
+
 def _sync_run(bootstrap: str, records: int, keyed: bool) -> float:
     """``SyncProducer.send`` of ``records`` records, then flush and check every future:
     the CPU of the calling thread and the loop thread per record, in µs."""
@@ -129,17 +167,28 @@ def _serve() -> None:
     # A fake cluster for --sync --instructions, outside the measured process.
     with FakeCluster(brokers=1) as fc:
         fc.create_topic(TOPIC, partitions=12)
+        fc.create_topic(TOPIC6, partitions=6)
         print(fc.bootstrap_servers, flush=True)
         sys.stdin.read()
 
 
-def _instructions(records: int, keyed: bool, backend: str, bootstrap: str = "") -> int:
+def _instructions(
+    records: int,
+    keyed: bool,
+    backend: str,
+    bootstrap: str = "",
+    *,
+    acked: bool = False,
+    out: str = "/dev/null",
+    check: str = "await",
+) -> tuple[int, int]:
     """Instructions callgrind counts for a whole ``--offline`` run of ``records`` (or,
-    given ``bootstrap``, a ``--sync`` run against it)."""
+    given ``bootstrap``, a ``--sync`` or, with ``acked``, a ``--requests`` run against
+    it), and the produce requests the run reported (0 if it reports none)."""
     cmd = [
         "valgrind",
         "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
+        f"--callgrind-out-file={out}",
         sys.executable,
         "-m",
         "bench.send_cpu",
@@ -151,21 +200,64 @@ def _instructions(records: int, keyed: bool, backend: str, bootstrap: str = "") 
     if keyed:
         cmd.append("--keyed")
     if bootstrap:
-        cmd += ["--sync", "--bootstrap", bootstrap]
+        cmd += ["--acked" if acked else "--sync", "--bootstrap", bootstrap, "--check", check]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=os.environ)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count in callgrind's output:\n{done.stderr}")
-    return int(found.group(1))
+    requests = re.search(r"requests=(\d+)", done.stdout)
+    return int(found.group(1)), int(requests.group(1)) if requests else 0
 
 
-def _count(keyed: bool, backend: str, sync: bool) -> int:
+def _count(
+    keyed: bool,
+    backend: str,
+    sync: bool,
+    requests: bool = False,
+    out: str = "",
+    check: str = "await",
+) -> int:
     import aioproducer.speedups as speedups
 
-    if not sync:
-        small = _instructions(5_000, keyed, backend)
-        large = _instructions(25_000, keyed, backend)
+    if not sync and not requests:
+        small, _ = _instructions(5_000, keyed, backend)
+        large, _ = _instructions(25_000, keyed, backend)
         what = "await send()"
+    elif requests:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "bench.send_cpu", "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            bootstrap = server.stdout.readline().strip()
+            small, small_requests = _instructions(
+                10_000, False, backend, bootstrap, acked=True, check=check
+            )
+            large, large_requests = _instructions(
+                40_000, False, backend, bootstrap, acked=True, out=out or "/dev/null", check=check
+            )
+        finally:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(30)
+        requests_made = max(1, large_requests - small_requests)
+        # The send loop alone, counted the same way, is what the records cost before the
+        # sender takes over; the rest is the per-request path.
+        send_only = (
+            _instructions(40_000, False, backend)[0] - _instructions(10_000, False, backend)[0]
+        )
+        print(
+            f"{(large - small) / 30_000:,.0f} instructions per record in all, "
+            f"{send_only / 30_000:,.0f} of them in await send(); "
+            f"{(large - small - send_only) / requests_made:,.0f} per produce request besides "
+            f"({requests_made} requests for 30,000 records; handles checked by {check}; "
+            f"{backend}; "
+            f"{speedups.ACTIVE}: {speedups.REASON})"
+        )
+        return 0
     else:
         server = subprocess.Popen(
             [sys.executable, "-m", "bench.send_cpu", "--serve"],
@@ -176,8 +268,8 @@ def _count(keyed: bool, backend: str, sync: bool) -> int:
         try:
             assert server.stdout is not None
             bootstrap = server.stdout.readline().strip()
-            small = _instructions(5_000, keyed, backend, bootstrap)
-            large = _instructions(25_000, keyed, backend, bootstrap)
+            small, _ = _instructions(5_000, keyed, backend, bootstrap)
+            large, _ = _instructions(25_000, keyed, backend, bootstrap)
         finally:
             assert server.stdin is not None
             server.stdin.close()
@@ -200,6 +292,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--sync", action="store_true", help="SyncProducer.send instead")
+    parser.add_argument(
+        "--requests",
+        action="store_true",
+        help="instructions per record and per produce request of the whole path (callgrind)",
+    )
+    parser.add_argument("--callgrind-out", default="", help="keep the --requests profile here")
+    parser.add_argument(
+        "--check",
+        default="await",
+        choices=("await", "exception"),
+        help="with --requests: await every handle (building its metadata), or only read "
+        "exception() of each, as the bench's clients do",
+    )
+    parser.add_argument("--acked", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--offline", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", default="", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -207,12 +313,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         _serve()
         return 0
+    if args.offline and args.acked:
+        anyio.run(_acked, args.bootstrap, args.offline, args.check, backend=args.backend)
+        return 0
     if args.offline and args.sync:
         _sync_run(args.bootstrap, args.offline, args.keyed)
         return 0
     if args.offline:
         anyio.run(_offline, args.offline, args.keyed, backend=args.backend)
         return 0
+    if args.requests:
+        return _count(
+            False, args.backend, False, requests=True, out=args.callgrind_out, check=args.check
+        )
     if args.instructions:
         return _count(args.keyed, args.backend, args.sync)
     if args.sync:

@@ -225,3 +225,38 @@ async def test_a_failed_record_awaited_in_a_frame_holding_its_handle_frees_that_
         del raised, handle, error
     gc.collect()
     assert kept[0]() is None
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_the_compiled_handle_gives_the_metadata_the_class_would(fake: FakeCluster) -> None:
+    # The compiled handle fills RecordMetadata's slots itself, without its constructor:
+    # what it returns must be the very thing the constructor makes (equal, hashed alike,
+    # still frozen), whether the handle was awaited pending or done.
+    _require_compiled()
+    async with Producer(fake.bootstrap_servers, linger_ms=50) as producer:
+        pending = await producer.send("t", b"value", key=b"key", timestamp_ms=1234)
+        assert not pending.done()
+        meta = await pending  # awaited while its batch is still open
+        done = await producer.send("t", b"v2", key=None, timestamp_ms=99)
+        await producer.flush()
+        assert done.done()
+        later = await done
+    expected = results.RecordMetadata("t", 0, meta.offset, 1234, 3, 5)
+    assert type(meta) is results.RecordMetadata
+    assert meta == expected and hash(meta) == hash(expected) and repr(meta) == repr(expected)
+    assert meta.offset >= 0
+    assert later == results.RecordMetadata("t", 0, meta.offset + 1, 99, -1, 2)
+    assert pending.result() == meta
+    with pytest.raises(AttributeError):
+        meta.offset = 7  # type: ignore[misc]
+
+
+def test_the_pure_handles_metadata_helper_builds_what_the_class_would() -> None:
+    # The pure-Python handle (and BulkDelivery) fill RecordMetadata's slots through their
+    # setters, not the frozen constructor: the result must be indistinguishable.
+    made = results._metadata("t", 3, 42, 1234, -1, 100)
+    expected = results.RecordMetadata("t", 3, 42, 1234, -1, 100)
+    assert type(made) is results.RecordMetadata
+    assert made == expected and hash(made) == hash(expected) and repr(made) == repr(expected)
+    with pytest.raises(AttributeError):
+        made.partition = 1  # type: ignore[misc]
