@@ -38,6 +38,7 @@ each, alternating, and compare the medians; ``--rounds`` repeats inside one proc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
@@ -46,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -172,6 +174,25 @@ def _serve() -> None:
         sys.stdin.read()
 
 
+@contextlib.contextmanager
+def _fake_brokers() -> Iterator[str]:
+    """Fake brokers in a process of their own (``--serve``), outside what callgrind
+    counts: yields their bootstrap address, and stops them on exit."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.send_cpu", "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(30)
+
+
 def _instructions(
     records: int,
     keyed: bool,
@@ -224,25 +245,13 @@ def _count(
         large, _ = _instructions(25_000, keyed, backend)
         what = "await send()"
     elif requests:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "bench.send_cpu", "--serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            bootstrap = server.stdout.readline().strip()
+        with _fake_brokers() as bootstrap:
             small, small_requests = _instructions(
                 10_000, False, backend, bootstrap, acked=True, check=check
             )
             large, large_requests = _instructions(
                 40_000, False, backend, bootstrap, acked=True, out=out or "/dev/null", check=check
             )
-        finally:
-            assert server.stdin is not None
-            server.stdin.close()
-            server.wait(30)
         requests_made = max(1, large_requests - small_requests)
         # The send loop alone, counted the same way, is what the records cost before the
         # sender takes over; the rest is the per-request path.
@@ -259,21 +268,9 @@ def _count(
         )
         return 0
     else:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "bench.send_cpu", "--serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            bootstrap = server.stdout.readline().strip()
+        with _fake_brokers() as bootstrap:
             small, _ = _instructions(5_000, keyed, backend, bootstrap)
             large, _ = _instructions(25_000, keyed, backend, bootstrap)
-        finally:
-            assert server.stdin is not None
-            server.stdin.close()
-            server.wait(30)
         what = "SyncProducer.send() (both threads, sender and checks included)"
     print(
         f"{(large - small) / 20_000:,.0f} instructions per {what} "
