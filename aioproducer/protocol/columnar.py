@@ -24,6 +24,7 @@ Pure computation on buffers: no I/O.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import Any, Final
 
 from aioproducer import speedups
@@ -160,23 +161,27 @@ def encode_batches(
     ts_part: bytes,
     empty_size: int,
     max_bytes: int,
-) -> list[tuple[int, Any]]:
+    compress: Callable[[bytearray], bytes | bytearray] | None = None,
+) -> list[tuple[Any, ...]]:
     """Records ``start:stop`` encoded into new batches, each filled up to ``max_bytes``
     from ``empty_size`` bytes (its header): ``(records, their bytes)`` per batch (a
     ``bytearray``, which the batch keeps as it is), what
     :func:`encode_run` called once per new batch would give, in one call (the compiled
-    encoder acquires the columns' buffers once for the whole run)."""
+    encoder acquires the columns' buffers once for the whole run). With ``compress``,
+    ``(records, their bytes, compress(their bytes))``: each batch compressed right after
+    it is encoded."""
     codec = CODEC
     if codec is None:
-        out: list[tuple[int, Any]] = []
+        out: list[tuple[Any, ...]] = []
         while start < stop:
             request = (keys, headers, start, stop, 0, ts_part, empty_size, max_bytes)
             count, encoded = encode_run_numpy(values, request)
-            out.append((count, bytearray(encoded)))
+            piece = bytearray(encoded)
+            out.append((count, piece) if compress is None else (count, piece, compress(piece)))
             start += count
         return out
-    batches: list[tuple[int, Any]] = codec.encode_batches(
-        *_buffers(values, keys, headers), start, stop, ts_part, empty_size, max_bytes
+    batches: list[tuple[Any, ...]] = codec.encode_batches(
+        *_buffers(values, keys, headers), start, stop, ts_part, empty_size, max_bytes, compress
     )
     return batches
 
@@ -201,18 +206,8 @@ def encode_compressed_batches(
     def squeeze(encoded: bytearray) -> bytes | bytearray:
         return compress_records(codec, encoded, level)
 
-    codec_module = CODEC
-    if codec_module is None:
-        out: list[tuple[int, bytearray, bytes | bytearray]] = []
-        while start < stop:
-            request = (keys, headers, start, stop, 0, b"\x00", empty_size, max_bytes)
-            count, encoded = encode_run_numpy(values, request)
-            piece = bytearray(encoded)
-            out.append((count, piece, squeeze(piece)))
-            start += count
-        return out
-    batches: list[tuple[int, bytearray, bytes | bytearray]] = codec_module.encode_batches(
-        *_buffers(values, keys, headers), start, stop, b"\x00", empty_size, max_bytes, squeeze
+    batches: list[tuple[int, bytearray, bytes | bytearray]] = encode_batches(
+        values, keys, headers, start, stop, b"\x00", empty_size, max_bytes, squeeze
     )
     return batches
 
