@@ -13,14 +13,15 @@ time as a bulk send's slices come (4096), and reports the CPU time
 * ``columns/batches``: the ``binary`` column cut into new batches a run at a time, one
   ``columnar.encode_batches`` call a run, as the producer fills the batches after a
   partition's open one (and a builder per batch);
-* ``bulk/arrow``: all a bulk send of Arrow columns costs before the network, a
-  producer's ``Intake.columns`` (checks, sizes, and with ``--keyed`` the keys hashed and
-  the rows grouped by partition, 12 partitions) and then ``append_columns`` partition by
-  partition, a builder per partition.
-* ``bulk/lists``: the same for a bulk send of Python lists: ``Intake.columns`` (checks,
-  sizes, with ``--keyed`` the keys hashed and the rows grouped), then each slice
-  encoded into new batches in one call (``encode_sequence_batches``), a builder per
-  batch (``append_many`` where the compiled codec does not run, as with ``--numpy``).
+* ``bulk/arrow``: all a bulk send of Arrow columns costs before the accumulator, by the
+  producer's own code where it can: ``Intake.columns`` (checks, sizes, and with
+  ``--keyed`` the keys hashed and the rows grouped by partition, 12 partitions), its
+  slices, and each slice encoded in ``run_append``'s order (the partition's open batch
+  filled by ``append_columns``, the rest cut into new batches by one ``encode_batches``
+  call), a builder per batch;
+* ``bulk/lists``: the same for a bulk send of Python lists (``append_lists`` and
+  ``encode_sequence_batches``; ``append_many`` where the compiled codec does not run, as
+  with ``--numpy``).
 
 The column cases run the compiled column encoder where it is installed
 (``python -m aioproducer info``); ``--numpy`` runs its numpy twin instead, in the same
@@ -41,8 +42,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from aioproducer import Producer
+from aioproducer import BulkDelivery, Producer
 from aioproducer.cluster import TopicInfo
+from aioproducer.prepared import BULK_SLICE
 from aioproducer.protocol import columnar
 from aioproducer.protocol.columnar import BinaryColumn
 from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
@@ -99,49 +101,59 @@ def _fill_batches(array: pa.Array, key_array: pa.Array | None, limit: int, run: 
             RecordBatchBuilder().adopt_encoded(count, encoded, TS, None)
 
 
-def _fill_bulk(array: pa.Array, key_array: pa.Array | None, limit: int, run: int) -> None:
-    # As send_bulk does: checked and grouped once, then appended run by run.
-    parts = tuple(range(12))
-    info = TopicInfo("t", parts, dict.fromkeys(parts, 1), dict.fromkeys(parts, 0), parts)
-    cols = _INTAKE.columns("t", info, array, key_array, None, None)
-    for _part, start, stop in cols.runs:
-        builder = RecordBatchBuilder()
-        for pos, end in _runs(stop - start, run):
-            pos, end = pos + start, end + start
-            while pos < end:
-                count, _added = builder.append_columns(
-                    TS, cols.keys, cols.values, cols.headers, pos, end, limit
-                )
-                pos += count
-                if pos < end:
-                    builder = RecordBatchBuilder()
-
-
-def _fill_lists(values: list[bytes], keys: list[bytes] | None, limit: int, run: int) -> None:
-    # As send_bulk of lists does: checked (and keyed: hashed and grouped) once, then each
-    # slice encoded into new batches in one call, a builder per batch.
-    parts = tuple(range(12))
-    info = TopicInfo("t", parts, dict.fromkeys(parts, 1), dict.fromkeys(parts, 0), parts)
-    cols = _INTAKE.columns("t", info, values, keys, None, None)
+def _fill_bulk(values: Any, keys: Any, limit: int) -> None:
+    # As a bulk send does, minus the accumulator: checked (and keyed: hashed and grouped)
+    # once by the producer's Intake.columns, cut into its slices, and each slice
+    # appended in run_append's order: the partition's open batch first (append_columns,
+    # or append_lists for lists), then the rest of the slice cut into new batches by one
+    # encoder call, a builder per batch. Full builders are dropped, as sent batches are.
+    cols = _INTAKE.columns("t", _TOPIC, values, keys, None, None)
     codec = columnar.CODEC
-    if codec is None:
-        _fill_many(cols.values, cols.keys, limit, run)
+    lists = isinstance(values, list)
+    if lists and codec is None:
+        _fill_many(cols.values, cols.keys, limit, BULK_SLICE)
         return
-    for _part, start, stop in cols.runs:
-        for pos, end in _runs(stop - start, run):
-            pieces = codec.encode_sequence_batches(
-                cols.values,
-                cols.keys,
-                start + pos,
-                start + end,
-                b"\x00",
-                RECORD_BATCH_OVERHEAD,
-                limit,
-            )
+    open_batches: dict[int | None, RecordBatchBuilder] = {}
+    for run in cols.slices(limit, BulkDelivery("t", TS)):
+        part, pos, stop = run.partition, run.start, run.stop
+        builder = open_batches.pop(part, None)
+        if builder is not None:
+            if lists:
+                count, _added = builder.append_lists(TS, cols.keys, cols.values, pos, stop, limit)
+            else:
+                count, _added = builder.append_columns(
+                    TS, cols.keys, cols.values, cols.headers, pos, stop, limit
+                )
+            pos += count
+            if pos == stop and builder.size_in_bytes < limit:
+                open_batches[part] = builder
+        if pos < stop:
+            if lists:
+                assert codec is not None
+                pieces = codec.encode_sequence_batches(
+                    cols.values, cols.keys, pos, stop, b"\x00", RECORD_BATCH_OVERHEAD, limit
+                )
+            else:
+                pieces = columnar.encode_batches(
+                    cols.values,
+                    cols.keys,
+                    cols.headers,
+                    pos,
+                    stop,
+                    b"\x00",
+                    RECORD_BATCH_OVERHEAD,
+                    limit,
+                )
+            last = RecordBatchBuilder()
             for count, encoded in pieces:
-                RecordBatchBuilder().adopt_encoded(count, encoded, TS, None)
+                last = RecordBatchBuilder()
+                last.adopt_encoded(count, encoded, TS, None)
+            if last.size_in_bytes < limit:
+                open_batches[part] = last
 
 
+_PARTS = tuple(range(12))
+_TOPIC = TopicInfo("t", _PARTS, dict.fromkeys(_PARTS, 1), dict.fromkeys(_PARTS, 0), _PARTS)
 _INTAKE = Producer("localhost:9092").intake
 
 
@@ -179,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-        _fill_bulk(binary, key_array, 16384, args.run)
+        _fill_bulk(binary, key_array, 16384)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
         return 0
@@ -189,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         ("columns/binary", lambda limit: _fill_columns(binary, key_array, limit, args.run)),
         ("columns/string", lambda limit: _fill_columns(string, key_array, limit, args.run)),
         ("columns/batches", lambda limit: _fill_batches(binary, key_array, limit, args.run)),
-        ("bulk/arrow", lambda limit: _fill_bulk(binary, key_array, limit, args.run)),
-        ("bulk/lists", lambda limit: _fill_lists(values, keys, limit, args.run)),
+        ("bulk/arrow", lambda limit: _fill_bulk(binary, key_array, limit)),
+        ("bulk/lists", lambda limit: _fill_bulk(values, keys, limit)),
     ]
     limits = (16384, 1 << 20)
     print(f"{n} records of 100 B{' with 10-B keys' if keys else ''}, median of {args.rounds}")
