@@ -485,6 +485,70 @@ def cpu_by_role() -> dict[str, float]:
     return out
 
 
+# -- the producers' own request figures ---------------------------------------------------------
+
+_PRODUCER_COUNTERS = ("requests_sent", "batches_sent", "records_sent", "bytes_sent")
+
+
+def _producer_probe(batches: Any) -> Any:
+    """mapInArrow body: the counters of every aioproducer producer cached in this worker."""
+    import os
+
+    import pyarrow as pa
+
+    from aioproducer.spark import _tasks
+
+    for _ in batches:
+        pass
+    rows = []
+    with _tasks._cache_lock:
+        pool = [p for ps in _tasks._idle.values() for p in ps]
+    for p in pool:
+        if p.closed:
+            continue
+        m = p.metrics()
+        rows.append(
+            {"producer": f"{os.getpid()}-{id(p)}", **{k: int(m[k]) for k in _PRODUCER_COUNTERS}}
+        )
+    schema = pa.schema([("producer", pa.string())] + [(k, pa.int64()) for k in _PRODUCER_COUNTERS])
+    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def producer_counters(spark: Any) -> dict[str, dict[str, int]]:
+    """The counters of the aioproducer producers cached in the mapInArrow pool's Python
+    workers (``spark.write``'s; the data source's tasks run in a pool of their own, which
+    this does not reach); 16 small tasks so that every worker of the pool runs one. A
+    measurement only: it sends nothing."""
+    ddl = "producer string, " + ", ".join(f"{k} long" for k in _PRODUCER_COUNTERS)
+    df = spark.range(0, 16, 1, 16)
+    out: dict[str, dict[str, int]] = {}
+    for row in df.mapInArrow(_producer_probe, ddl).collect():
+        d = row.asDict()
+        out[d.pop("producer")] = d
+    return out
+
+
+def request_shape(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+) -> dict[str, float]:
+    """What the producers sent between two probes: requests, batches per request, bytes
+    per request, records per batch."""
+    total = dict.fromkeys(_PRODUCER_COUNTERS, 0)
+    for name, now in after.items():
+        was = before.get(name, dict.fromkeys(_PRODUCER_COUNTERS, 0))
+        for k in _PRODUCER_COUNTERS:
+            total[k] += now[k] - was[k]
+    req = total["requests_sent"]
+    return {
+        "requests": req,
+        "batches_per_request": total["batches_sent"] / req if req else 0.0,
+        "kib_per_request": total["bytes_sent"] / req / 1024 if req else 0.0,
+        "records_per_batch": total["records_sent"] / total["batches_sent"]
+        if total["batches_sent"]
+        else 0.0,
+    }
+
+
 # -- profile of the Python side -------------------------------------------------------------------
 
 
@@ -696,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
                 st = Settings(ns.batch_size, w.compression, ns.buffer_memory)
                 topic = f"spark-compare-{method}-{tag}-{uuid.uuid4().hex[:6]}"
                 kc.create_topic(topic, partitions=ns.partitions)
+                probed = method == "aioproducer"
+                counters_before = producer_counters(spark) if probed else {}
                 cpu_before = cpu_by_role()
                 started = time.perf_counter()
                 try:
@@ -707,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpu_after = cpu_by_role()
                 cpu = {k: (cpu_after[k] - cpu_before[k]) / w.rows * 1e6 for k in cpu_after}
                 loads.append(os.getloadavg()[0])
+                shape = request_shape(counters_before, producer_counters(spark)) if probed else None
                 if method == "arrow-floor":
                     problem = None if extra["rows"] == w.rows else f"saw {extra['rows']} rows"
                 else:
@@ -728,6 +795,15 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
+                if shape is not None:
+                    extra["requests"] = shape
+                    print(
+                        f"    requests {shape['requests']:,}, {shape['batches_per_request']:.1f} "
+                        f"batches and {shape['kib_per_request']:.0f} KiB a request, "
+                        f"{shape['records_per_batch']:.0f} records a batch",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
             for w in workloads:
                 for method in methods:
@@ -816,6 +892,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"aioproducer used {e['producers']} producers for {ns.df_partitions} tasks "
                 f"({e['reused_tasks']} tasks ran on a producer reused from an earlier task).",
             ]
+            shapes = [x["requests"] for x in mine if x["timed"] and "requests" in x]
+            if shapes:
+                lines.append(
+                    "Its produce requests per timed run (the producers' own counters): "
+                    + "; ".join(
+                        f"{s['requests']:,} requests of {s['batches_per_request']:.1f} batches "
+                        f"({s['kib_per_request']:.0f} KiB), {s['records_per_batch']:.0f} "
+                        "records a batch"
+                        for s in shapes
+                    )
+                    + "."
+                )
     lines += [
         "",
         "CPU per row: medians over the timed rounds of the CPU time (/proc) the Spark driver "

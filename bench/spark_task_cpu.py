@@ -6,9 +6,9 @@
         [--reps 2] [--same-topic] [--keyless] [--profile]
 
 Feeds ``aioproducer.spark._tasks.write_arrow`` (what each ``spark.write`` task runs) Arrow
-batches shaped like the ones ``spark.write`` asks Spark for (8 MiB; a string key and a
-string value that starts with the row's number, as in ``bench.spark_compare``), keyed, to
-a fresh 12-partition topic of one local broker, with ``spark_compare``'s producer
+batches shaped like the ones Spark hands a ``spark.write`` task (Spark's default of
+10,000 rows, which the task joins before sending; a string key and a string value that
+starts with the row's number, as in ``bench.spark_compare``), keyed, to a fresh 12-partition topic of one local broker, with ``spark_compare``'s producer
 settings (``--keyless``: the value column alone). Reports the process's CPU per row and each thread's (the task thread, the
 producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
 the machine disturbs far less than wall time. ``--same-topic`` writes every rep after the
@@ -32,7 +32,7 @@ from typing import Any
 def _batches(rows: int, value_size: int) -> list[Any]:
     import pyarrow as pa
 
-    per_batch = max(1, (8 << 20) // (value_size + 8))
+    per_batch = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
     filler = "." * (value_size - 12)
     out = []
     for start in range(0, rows, per_batch):

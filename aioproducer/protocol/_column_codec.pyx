@@ -153,6 +153,14 @@ cdef int _open(object column, Py_buffer *bufs, bint *held, Column *c, Py_ssize_t
     return 0
 
 
+cdef void _release(Py_buffer *bufs, const bint *held, int n) noexcept:
+    """Release each of the first ``n`` buffers that was acquired (``held``)."""
+    cdef int k
+    for k in range(n):
+        if held[k]:
+            PyBuffer_Release(&bufs[k])
+
+
 cdef int _check_ends(const Column *c, Py_ssize_t start, Py_ssize_t stop, str name) except -1:
     # With every row's span checked non-negative while sizing, this keeps every read
     # inside the data buffer whatever the offsets say.
@@ -268,9 +276,7 @@ cdef object _columns(object values, object keys, object headers, Py_ssize_t star
             pos += count
         return out
     finally:
-        for k in range(9):
-            if held[k]:
-                PyBuffer_Release(&bufs[k])
+        _release(bufs, held, 9)
 
 
 cdef int _open_all(object values, object keys, object headers, Py_buffer *bufs, bint *held,
@@ -447,9 +453,7 @@ def key_partitions(keys, Py_ssize_t count, Py_ssize_t num_partitions, out):
         if bad:
             raise ValueError("column offsets must not decrease")
     finally:
-        for i in range(4):
-            if held[i]:
-                PyBuffer_Release(&bufs[i])
+        _release(bufs, held, 4)
 
 
 def partition_order(parts, Py_ssize_t count, Py_ssize_t bins, order, counts):
@@ -505,9 +509,7 @@ def partition_order(parts, Py_ssize_t count, Py_ssize_t bins, order, counts):
             raise ValueError(f"a partition is outside -1..{bins - 2}")
     finally:
         PyMem_Free(pos)
-        for i in range(3):
-            if held[i]:
-                PyBuffer_Release(&bufs[i])
+        _release(bufs, held, 3)
 
 
 def gather(column, order, Py_ssize_t count, out_offsets, out_data):
@@ -583,9 +585,7 @@ def gather(column, order, Py_ssize_t count, out_offsets, out_data):
         return written
     finally:
         PyMem_Free(dest)
-        for i in range(6):
-            if held[i]:
-                PyBuffer_Release(&bufs[i])
+        _release(bufs, held, 6)
 
 
 # -- a bulk send of Python sequences (lists of bytes or None) --------------------------------
@@ -1053,9 +1053,7 @@ def fresh_cuts(
         return out
     finally:
         PyMem_Free(ends)
-        for k in range(9):
-            if held[k]:
-                PyBuffer_Release(&bufs[k])
+        _release(bufs, held, 9)
 
 
 def sequence_cuts(

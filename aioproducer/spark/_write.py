@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
@@ -37,16 +36,6 @@ _ROW_CHUNK = 10_000
 # at once, so batches fill without lingering, and the columnar encoder's cost is per
 # batch. 256 KiB measured about 25% more rows/s than the producer's 16 KiB (100 B rows).
 _WRITE_BATCH_SIZE = 256 * 1024
-
-# The Arrow batches write() asks Spark for where the session has not set these (Spark's
-# defaults: 10,000 rows, 64 MiB): the columnar encoder's cost is mostly per batch and per
-# partition run, so fewer, larger batches are cheaper on both sides of the JVM/Python
-# boundary; the byte limit keeps a worker's memory bounded when rows are large.
-_ARROW_WANTED = {
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
-}
-
 
 # -- the driver side ----------------------------------------------------------------------------
 
@@ -114,30 +103,12 @@ def write(
     stats_df = df.select(*columns).mapInArrow(ArrowTask(spec), STATS_DDL)
     # Exactly one full action: every further action on stats_df would write everything
     # again, and limit-style actions (first, show, take) would run only some partitions.
-    with _arrow_batches(df):
-        rows = _collect(stats_df)
+    # Spark's own Arrow batch size is kept (10,000 rows by default): the task joins its
+    # batches before encoding (see _arrow.coalesce), and larger batches cost the JVM more
+    # per row to fill and send than they save.
+    rows = _collect(stats_df)
     elapsed = time.perf_counter() - started
     return _report(spec.topic, rows, elapsed)
-
-
-@contextlib.contextmanager
-def _arrow_batches(df: Any) -> Iterator[None]:
-    """Larger Arrow batches for the write's one action, where the session has not set
-    them (a value the user set is left alone); unset again after it."""
-    try:
-        conf = df.sparkSession.conf
-        current = {key: conf.get(key, None) for key in _ARROW_WANTED}
-    except Exception:  # a session without these settings (an older Spark): leave it
-        yield
-        return
-    changed = [key for key in _ARROW_WANTED if current[key] is None]
-    for key in changed:
-        conf.set(key, _ARROW_WANTED[key])
-    try:
-        yield
-    finally:
-        for key in changed:
-            conf.unset(key)
 
 
 def _collect(stats_df: Any) -> list[dict[str, Any]]:

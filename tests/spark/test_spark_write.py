@@ -36,7 +36,7 @@ def test_200k_rows_keyed_and_keyless_with_headers_arrive_exactly(
     arrow_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(arrow_rows, None)
     report = kafka_spark.write(df, topic, bootstrap_servers=kafka.bootstrap_servers, headers="hdrs")
-    # The write asks for larger Arrow batches for its own action only.
+    # The write leaves the session's Arrow batch settings as they are.
     assert spark.conf.get(arrow_rows, None) == before
 
     assert isinstance(report, WriteReport)
