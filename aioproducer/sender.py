@@ -257,7 +257,11 @@ class Sender:
                 discard = txn.discard_error()
                 if discard is not None:
                     self._fail_all_queued(discard)
-            self._expire(now)
+            if self.acc.next_deadline() <= now:
+                # A queue's head is its oldest batch: with none past its deadline there
+                # is nothing to expire, and no pass scans every queued batch (thousands
+                # when a bulk send has filled the buffer).
+                self._expire(now)
             delay = self._send_ready(now)
             if (
                 (self._need_new_pid or self._need_bump)

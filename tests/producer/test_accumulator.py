@@ -170,6 +170,33 @@ def test_retries_go_back_in_sequence_order_ahead_of_new_batches() -> None:
     assert [b.sequence for b in acc.batches[tp]] == [0, 1, 2, -1]
 
 
+def test_a_queue_head_has_the_earliest_deadline_through_retries_and_splits() -> None:
+    # The sender scans the queues for expired batches only once a head is past its
+    # deadline: that is sound only if no batch behind a head expires before it.
+    acc = make_acc(batch_size=400, linger=0.0)
+    tp = ("t", 0)
+    for i in range(8):
+        append(acc, tp, bytes([i]) * 300, float(i))
+    popped = [acc.pop_head(tp) for _ in range(4)]
+    for seq, b in enumerate(popped):
+        b.sequence = seq
+        b.attempts = 1
+    # Answers come back in any order; one retried batch is split as too large.
+    acc.reenqueue(popped[2], 0.0)
+    acc.reenqueue(popped[0], 0.0)
+    acc.reenqueue(popped[3], 0.0)
+    first = acc.pop_head(tp)
+    assert first is popped[0]
+    acc.split(first, 200, now=50.0)
+    acc.reenqueue(popped[1], 0.0)
+    queued = list(acc.batches[tp])
+    deadlines = [b.deadline for b in queued]
+    assert deadlines == sorted(deadlines)
+    assert acc.next_deadline() == min(deadlines) == queued[0].deadline
+    assert acc.expired(acc.next_deadline() - 1e-6) == []
+    assert acc.expired(acc.next_deadline()) == [b for b in queued if b.deadline == deadlines[0]]
+
+
 def test_split_replaces_a_batch_and_resolves_every_record() -> None:
     acc = make_acc(batch_size=10_000)
     tp = ("t", 0)
