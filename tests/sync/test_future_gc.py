@@ -208,3 +208,25 @@ def test_a_taken_chunk_of_delivered_records_leaves_the_collector(fake: FakeClust
         ]
         assert tracked == [], len(tracked)
         assert [f.result().offset for f in held] == list(range(len(held)))
+
+
+def test_a_chunk_with_a_record_that_failed_on_the_way_stays_tracked(fake: FakeCluster) -> None:
+    # Its error (in the chunk's outcomes) has a traceback whose frames may lead back to
+    # the chunk: only the collector can free that cycle.
+    _require_compiled()
+
+    def partitioner(topic: str, key: bytes | None, every: list[int], up: list[int]) -> int:
+        if key == b"bad":
+            raise ValueError("no partition for this key")
+        return 0
+
+    with SyncProducer(fake.bootstrap_servers, linger_ms=1, partitioner=partitioner) as producer:
+        handoff = producer._engine.handoff  # type: ignore[union-attr]
+        chunk = handoff.pending
+        good, bad = producer.send("t", b"v", key=b"ok"), producer.send("t", b"w", key=b"bad")
+        while handoff.pending is chunk:
+            time.sleep(0.0005)
+        producer.flush()
+        assert good.result().partition == 0
+        assert isinstance(bad.exception(), KafkaError)
+        assert gc.is_tracked(chunk) and gc.is_tracked(chunk.outcomes)
