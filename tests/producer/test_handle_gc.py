@@ -144,7 +144,7 @@ async def test_held_handles_of_delivered_batches_leave_no_batch_tracked(
         await producer.send_and_wait("t", b"warm")
         gc.collect()
         before = sum(1 for o in gc.get_objects() if type(o) in ours)
-        held = [await producer.send("t", b"x" * 100) for _ in range(1500)]
+        held = [await producer.send("t", b"x" * 100) for _ in range(1000)]
         await producer.flush()
         gc.collect()
         after = sum(1 for o in gc.get_objects() if type(o) in ours)
