@@ -23,6 +23,11 @@ definition, whose behaviour this one repeats.
 cimport cython
 from cpython.object cimport PyObject_GenericSetAttr
 
+
+cdef extern from "Python.h":
+    int PyObject_IS_GC(object)
+    void PyObject_GC_UnTrack(object)
+
 import logging
 
 _log = logging.getLogger("aioproducer")
@@ -186,6 +191,20 @@ cdef class _DoneCallback:
             self.callback(self.handle)
         except Exception:
             _log.exception("a DeliveryHandle done-callback raised")
+
+
+def untrack(obj):
+    """Package-internal: take ``obj`` off the cyclic garbage collector's lists for good.
+
+    For an object that can no longer be part of a reference cycle: no collection moves it
+    to an older generation (which would bring the next full collection nearer) or visits
+    it again, as CPython does for a tuple of atomic values. It is still freed when its
+    last reference goes. ``accumulator.ProducerBatch`` untracks a delivered batch this
+    way: its handles keep it alive, and it references nothing that could lead back to it.
+    """
+    # The collector's header exists only on objects of a type with collector support.
+    if PyObject_IS_GC(obj):
+        PyObject_GC_UnTrack(obj)
 
 
 def new_handle(batch, Py_ssize_t index, long long timestamp_ms, long long key_size,

@@ -30,6 +30,7 @@ from .protocol.records import RECORD_BATCH_OVERHEAD, RecordBatchBuilder
 
 __all__ = [
     "HANDLE_FACTORY",
+    "UNTRACK",
     "Accumulator",
     "MemoryBudget",
     "ProducerBatch",
@@ -171,8 +172,10 @@ class ProducerBatch:
         # Handles keep their batch alive; the record bytes need not outlive delivery.
         self.built = None
         self.builder.release()
-        if self._event is not None:
-            self._event.set()
+        # Nothing waits on it any more: a wait() from now on returns at once.
+        event, self._event = self._event, None
+        if event is not None:
+            event.set()
         # Dropped once run: a handle's callback references the handle, which references
         # this batch, and the compiled handle is a type the cyclic collector cannot see
         # (``_handle.pyx``): kept, that cycle would never be freed.
@@ -185,6 +188,21 @@ class ProducerBatch:
         bulk, self.bulk = self.bulk, None
         if bulk is not None:
             bulk.batch_done()
+        if self.exception is None and self._children is None and UNTRACK:
+            self._untrack(UNTRACK[0])
+
+    def _untrack(self, untrack: Callable[[object], None]) -> None:
+        # A delivered batch now references only strings, numbers and its released builder
+        # (no records, no callbacks, no error): nothing that could lead back to it, so no
+        # cycle needs the collector to free it. Its handles, which callers often hold by
+        # the thousand, keep it alive: left tracked, every collection would move the batch
+        # and its builder to an older generation, and enough of them set off a full
+        # collection, whose pause lands in the latency of every record queued meanwhile.
+        # A failed batch keeps its error (whose traceback may lead back here) and a split
+        # one its children: both stay tracked.
+        self.last_error = None
+        untrack(self.builder)
+        untrack(self)
 
     def add_done_callback(self, callback: Callable[[ProducerBatch], None]) -> None:
         """Call ``callback(batch)`` on the loop when the batch completes (at once if done)."""
@@ -282,6 +300,12 @@ class RecordHandle:
 #: (``_handle.pyx``) the public :class:`~aioproducer.DeliveryHandle`, empty while that is
 #: the pure-Python class. :func:`new_handle` then builds every handle with one call of it.
 HANDLE_FACTORY: Final[list[Callable[[ProducerBatch, int, int, int, int], Any]]] = []
+
+
+#: Package-internal: ``[untrack]`` once ``results.py`` made the compiled handle the public
+#: :class:`~aioproducer.DeliveryHandle`: the function (``_handle.untrack``) that takes a
+#: delivered :class:`ProducerBatch` and its builder off the cyclic collector's lists.
+UNTRACK: Final[list[Callable[[object], None]]] = []
 
 
 def new_handle(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
-from .accumulator import ProducerBatch
+from .accumulator import UNTRACK, ProducerBatch
 from .cluster import TopicInfo
 from .config import ProducerConfig
 from .errors import (
@@ -77,6 +77,25 @@ class BulkEnd(NamedTuple):
 
 
 Entry = PreparedRecord | RecordFields | ColumnRun | BulkEnd
+
+
+def _untrack_chunk(pending: Pending, untrack: Callable[[object], None]) -> None:
+    """Take a chunk the loop has wholly taken, none of whose records failed on the way,
+    off the cyclic collector's lists, with its lists (see ``accumulator.ProducerBatch``).
+
+    Its promises keep it alive until they are dropped, often long after delivery, and at
+    a few thousand records a second a chunk holds a few records: tracked, its five
+    objects would be moved to an older generation by each collection until a full one
+    ran. Nothing is added to it any more, and it references only batches (which never
+    reference a promise but through a callback they drop once run) and integers: no
+    cycle can lead back to it. A chunk with an error among its outcomes (whose
+    traceback may) or with callbacks still waiting for their record stays tracked.
+    """
+    if pending.callbacks:
+        return
+    for part in (pending.entries, pending.outcomes, pending.indexes, pending.callbacks):
+        untrack(part)
+    untrack(pending)
 
 
 class Handoff(HandoffCore, Generic[P]):
@@ -350,7 +369,8 @@ class Handoff(HandoffCore, Generic[P]):
             # The entries were admitted against the budget by the threads; they are
             # charged to it here, and each append then trims its estimate to size.
             self.budget.charge(pending.nbytes)
-        self.backlog.append([pending, 0])
+        # [chunk, entries taken so far, records of it that failed before reaching a batch]
+        self.backlog.append([pending, 0, 0])
 
     def pump(self, limit: float) -> None:
         """Move up to ``limit`` entries (oldest chunk first) into the accumulator (loop)."""
@@ -369,15 +389,19 @@ class Handoff(HandoffCore, Generic[P]):
             if failed:
                 failed_early += failed
                 first_error = first_error or error
+                entry[2] += failed
             moved += stop - start
             # Entries are dropped from the chunk as they go (promises keep only outcomes).
-            if stop >= len(entries):
+            taken = stop >= len(entries)
+            if taken:
                 self.backlog.popleft()
                 pending.entries = []
             else:
                 entry[1] = stop
             if pending.callbacks:
                 self._settle_early(pending)
+            if taken and not entry[2] and UNTRACK:
+                _untrack_chunk(pending, UNTRACK[0])
             topics = self.cluster.snapshot.topics
         if failed_early:
             with self.cond:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from . import speedups
-from .accumulator import HANDLE_FACTORY, ProducerBatch, RecordHandle
+from .accumulator import HANDLE_FACTORY, UNTRACK, ProducerBatch, RecordHandle
 
 __all__ = ["BulkDelivery", "DeliveryHandle", "RecordMetadata"]
 
@@ -205,6 +205,9 @@ def _use_compiled_handle() -> None:
         return
     module.configure(RecordMetadata, raisable)
     HANDLE_FACTORY.append(module.new_handle)
+    # Only with the compiled handle: the pure-Python handle is itself a tracked object per
+    # record, so untracking its batch would gain nothing worth a second way to run.
+    UNTRACK.append(module.untrack)
     # Rebound here, at import: every module that imports DeliveryHandle (the intake,
     # isinstance() checks, the package's namespace) gets the compiled type.
     DeliveryHandle = module.DeliveryHandle  # type: ignore[misc]

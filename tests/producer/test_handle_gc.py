@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 from aioproducer import DeliveryHandle, KafkaError, Producer, ProducerClosedError, results, speedups
+from aioproducer.accumulator import ProducerBatch
+from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import FakeCluster
 
 pytestmark = pytest.mark.anyio
@@ -93,6 +95,63 @@ async def test_held_handles_do_not_advance_the_collector(fake: FakeCluster) -> N
         assert grown < records // 10, grown
         await producer.flush()
         assert [(await h).offset for h in held[-3:]] == [records - 2, records - 1, records]
+
+
+async def test_a_delivered_batch_and_its_builder_leave_the_collector(fake: FakeCluster) -> None:
+    _require_compiled()
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send_and_wait("t", b"warm")
+        fake.hold("Produce")
+        handle = await producer.send("t", b"v", key=b"k")
+        batch = handle.position()[0]
+        waiter = asyncio.ensure_future(handle.wait())
+        await asyncio.sleep(0.05)
+        # Pending, it references its records, its waiters' event, maybe callbacks.
+        assert gc.is_tracked(batch) and gc.is_tracked(batch.builder)
+        fake.release()
+        meta = await waiter
+        await producer.flush()
+    assert not gc.is_tracked(batch) and not gc.is_tracked(batch.builder)
+    assert batch.last_error is None
+    # All a handle reads of it stays: the same metadata, again and again.
+    assert (meta.offset, meta.serialized_key_size, meta.serialized_value_size) == (1, 1, 1)
+    assert await handle == meta
+    assert handle.exception() is None
+    assert batch.record_count == 1
+
+
+async def test_a_failed_batch_stays_with_the_collector(fake: FakeCluster) -> None:
+    # Its error's traceback may lead back to the batch: only the collector can free that.
+    _require_compiled()
+    async with Producer(fake.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send_and_wait("t", b"warm")
+        fake.hold("Produce")
+        handle = await producer.send("t", b"v")
+        await producer.close(timeout=0)
+    assert isinstance(handle.exception(), ProducerClosedError)
+    assert gc.is_tracked(handle.position()[0])
+
+
+async def test_held_handles_of_delivered_batches_leave_no_batch_tracked(
+    fake: FakeCluster,
+) -> None:
+    # At a few thousand records a second and a short linger, a batch holds a few records:
+    # held handles keep one batch and one builder alive per few records. Tracked, each
+    # collection would move them to an older generation until a full collection runs.
+    _require_compiled()
+    ours = (ProducerBatch, RecordBatchBuilder)
+    async with Producer(fake.bootstrap_servers, linger_ms=0, batch_size=1024) as producer:
+        await producer.send_and_wait("t", b"warm")
+        gc.collect()
+        before = sum(1 for o in gc.get_objects() if type(o) in ours)
+        held = [await producer.send("t", b"x" * 100) for _ in range(1000)]
+        await producer.flush()
+        gc.collect()
+        after = sum(1 for o in gc.get_objects() if type(o) in ours)
+    batches = {id(h.position()[0]) for h in held}
+    assert len(batches) >= 100, len(batches)
+    assert after <= before, (before, after, len(batches))
+    assert [(await h).offset for h in held[:2]] == [1, 2]
 
 
 def _watch(handle: DeliveryHandle, seen: list[tuple[bool, bool]]) -> None:
@@ -188,7 +247,11 @@ def test_a_dropped_unclosed_producer_frees_its_pending_batches_callbacks(
         handle = await producer.send("t", b"a")
         sentinel = _Sentinel()
         alive.append(weakref.ref(sentinel))
-        handle.add_done_callback(lambda _done, kept=sentinel: kept)
+
+        def keep(_done: DeliveryHandle, kept: _Sentinel = sentinel) -> _Sentinel:
+            return kept
+
+        handle.add_done_callback(keep)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)

@@ -11,6 +11,7 @@ frames it passed through: these tests check that each such reference goes.
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -70,9 +71,12 @@ def _settled_then_freed(future: DeliveryFuture, settle: Any) -> BaseException | 
     # while pending). Once the record settles and the caller drops the future, reference
     # counting alone must free it: compiled, no collection could. Returns its error.
     seen: list[tuple[bool, BaseException | None]] = []
-    future.add_done_callback(
-        lambda done, mine=future: seen.append((done is mine, done.exception()))
-    )
+
+    def note(done: DeliveryFuture, mine: DeliveryFuture = future) -> None:
+        seen.append((done is mine, done.exception()))
+
+    future.add_done_callback(note)
+    del note  # it would keep the future alive
     alive = weakref.ref(future)
     settle()
     assert [same for same, _error in seen] == [True]
@@ -158,8 +162,12 @@ def test_a_forked_child_drops_the_callbacks_the_parents_loop_would_have_run(
         futures = [taken, producer.send("t", b"maybe still in the chunk")]
         alive = [weakref.ref(f) for f in futures]
         for future in futures:
-            future.add_done_callback(lambda _done, kept=future: kept)
-        del future, taken
+
+            def keep(_done: DeliveryFuture, kept: DeliveryFuture = future) -> DeliveryFuture:
+                return kept
+
+            future.add_done_callback(keep)
+        del future, taken, keep
         # A taken record's callback goes to its batch on the loop: let it get there.
         producer._engine.runner.call(_drain, producer)  # type: ignore[union-attr]
         producer._engine.forget_callbacks()  # type: ignore[union-attr]
@@ -173,3 +181,52 @@ def test_a_forked_child_drops_the_callbacks_the_parents_loop_would_have_run(
 
 async def _drain(producer: SyncProducer) -> None:
     producer._engine.handoff.drain()  # type: ignore[union-attr]
+
+
+def test_a_taken_chunk_of_delivered_records_leaves_the_collector(fake: FakeCluster) -> None:
+    # At a few thousand records a second, each wake-up of the loop takes a chunk of a few
+    # records; held futures keep their chunk (and its lists) alive. Tracked, each
+    # collection would move them to an older generation until a full collection ran.
+    _require_compiled()
+    with SyncProducer(fake.bootstrap_servers, linger_ms=1) as producer:
+        handoff = producer._engine.handoff  # type: ignore[union-attr]
+        held: list[DeliveryFuture] = []
+        chunks: list[Any] = []
+        for _ in range(60):
+            chunks.append(handoff.pending)
+            held += [producer.send("t", b"v"), producer.send("t", b"w")]
+            while handoff.pending is chunks[-1]:
+                time.sleep(0.0005)  # the loop takes the chunk and opens another
+        producer.flush()
+        taken = chunks[:-1]
+        assert len({id(c) for c in chunks}) == len(chunks)
+        assert all(not c.entries and len(c.outcomes) == 2 for c in taken)
+        tracked = [
+            c
+            for c in taken
+            if gc.is_tracked(c) or gc.is_tracked(c.outcomes) or gc.is_tracked(c.indexes)
+        ]
+        assert tracked == [], len(tracked)
+        assert [f.result().offset for f in held] == list(range(len(held)))
+
+
+def test_a_chunk_with_a_record_that_failed_on_the_way_stays_tracked(fake: FakeCluster) -> None:
+    # Its error (in the chunk's outcomes) has a traceback whose frames may lead back to
+    # the chunk: only the collector can free that cycle.
+    _require_compiled()
+
+    def partitioner(topic: str, key: bytes | None, every: list[int], up: list[int]) -> int:
+        if key == b"bad":
+            raise ValueError("no partition for this key")
+        return 0
+
+    with SyncProducer(fake.bootstrap_servers, linger_ms=1, partitioner=partitioner) as producer:
+        handoff = producer._engine.handoff  # type: ignore[union-attr]
+        chunk = handoff.pending
+        good, bad = producer.send("t", b"v", key=b"ok"), producer.send("t", b"w", key=b"bad")
+        while handoff.pending is chunk:
+            time.sleep(0.0005)
+        producer.flush()
+        assert good.result().partition == 0
+        assert isinstance(bad.exception(), KafkaError)
+        assert gc.is_tracked(chunk) and gc.is_tracked(chunk.outcomes)
