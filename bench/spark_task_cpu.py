@@ -6,11 +6,12 @@
         [--reps 2] [--same-topic] [--keyless] [--profile]
 
 Feeds ``aioproducer.spark._tasks.write_arrow`` (what each ``spark.write`` task runs) Arrow
-batches shaped like the ones Spark hands a ``spark.write`` task (Spark's default of
-10,000 rows, which the task joins before sending; a string key and a string value that
-starts with the row's number, as in ``bench.spark_compare``), keyed, to a fresh 12-partition topic of one local broker, with ``spark_compare``'s producer
-settings (``--keyless``: the value column alone). Reports the process's CPU per row and each thread's (the task thread, the
-producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
+batches shaped like the ones Spark hands a ``spark.write`` task (Spark's default of 10,000
+rows, which the task joins before sending; a string key and a string value that starts
+with the row's number, as in ``bench.spark_compare``), keyed, to a fresh 12-partition
+topic of one local broker, with ``spark_compare``'s producer settings (``--keyless``: the
+value column alone). Reports the process's CPU per row and each thread's (the task thread,
+the producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
 the machine disturbs far less than wall time. ``--same-topic`` writes every rep after the
 first to the first rep's topic (its compression ratio estimate already learnt);
 ``--profile`` adds cProfile tables of the task thread and the loop thread (last rep).

@@ -40,10 +40,10 @@ def arrow_nbytes(column: pa.Array) -> int:
 
 #: Spark hands a task Arrow batches of ``spark.sql.execution.arrow.maxRecordsPerBatch``
 #: rows: 10,000 by default, which ``write()`` and the data source leave as they are
-#: (larger batches cost the JVM more CPU per row to fill and send). Keyed, 10,000 rows are ~800 per Kafka partition
-#: of 12, and every such run pays the column encoder's fixed cost per call. So
-#: consecutive batches are sent together, up to this many rows or bytes (one copy of
-#: those bytes; the bound keeps a worker's memory at its buffer plus a constant).
+#: (larger batches cost the JVM more CPU per row to fill and send). Keyed, 10,000 rows are
+#: ~800 per Kafka partition of 12, and every such run pays the column encoder's fixed cost
+#: per call. So consecutive batches are sent together, up to this many rows or bytes (one
+#: copy of those bytes; the bound keeps a worker's memory at its buffer plus a constant).
 COALESCE_ROWS = 65_536
 COALESCE_BYTES = 8 << 20
 
