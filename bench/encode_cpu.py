@@ -185,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--run", type=int, default=4096, help="records per run (a bulk send's slice: 4096)"
     )
+    parser.add_argument(
+        "--case",
+        action="append",
+        help="run only this case (repeatable): the cases before it change the allocator's "
+        "state (which sizes glibc maps afresh), and with it the page faults of those after",
+    )
     args = parser.parse_args(argv)
     if args.numpy:
         columnar.CODEC = None
@@ -210,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         ("bulk/arrow", lambda limit: _fill_bulk(binary, key_array, limit)),
         ("bulk/lists", lambda limit: _fill_bulk(values, keys, limit)),
     ]
+    if args.case:
+        cases = [(name, case) for name, case in cases if name in args.case]
     limits = (16384, 1 << 20)
     print(f"{n} records of 100 B{' with 10-B keys' if keys else ''}, median of {args.rounds}")
     print(f"column encoder: {'compiled' if columnar.CODEC is not None else 'numpy'}")
