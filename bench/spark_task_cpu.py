@@ -25,6 +25,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import threading
 import time
 import uuid
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
                     pstats.Stats(p, stream=out).sort_stats("tottime").print_stats(15)
                     lines = [line for line in out.getvalue().splitlines() if line.strip()]
                     print(f"--- {title}\n" + "\n".join(lines))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of the process (rows included): {peak:.0f} MiB")
 
 
 if __name__ == "__main__":
