@@ -655,7 +655,7 @@ def check_topic(topic: object) -> None:
 def _columnar(obj: object) -> bool:
     """Whether ``obj`` is an Arrow object or a BinaryColumn (by its module: no import)."""
     module = type(obj).__module__
-    return module.startswith("pyarrow") or module == "aioproducer.protocol.columnar"
+    return module.startswith("pyarrow") or module == "aioproducer.protocol.column_view"
 
 
 def _coerce(obj: object, what: str) -> bytes:

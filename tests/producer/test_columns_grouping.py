@@ -131,3 +131,73 @@ def test_keyed_runs_longer_than_a_slice_encode_as_sequences_do(limit: int) -> No
     assert _batches(got, "append_columns", limit, 4096) == _batches(
         expected, "append_many", limit, 4096
     )
+
+
+def test_binary_columns_take_the_column_path() -> None:
+    # A BinaryColumn is a column, as an Arrow array is: the intake must not take it for a
+    # sequence (which it cannot iterate) because of the module it lives in.
+    from aioproducer.protocol.columnar import BinaryColumn
+
+    keys = [b"k1", None, b"k3", b"k4"]
+    values = [b"a", b"bb", None, b"dddd"]
+    got = _INTAKE.columns(
+        "t",
+        _info(3),
+        BinaryColumn.from_arrow(pa.array(values, pa.binary())),
+        BinaryColumn.from_arrow(pa.array(keys, pa.binary())),
+        None,
+        None,
+    )
+    assert _grouped(got) == _grouped(_INTAKE.columns("t", _info(3), values, keys, None, None))
+
+
+_HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    st.lists(
+        st.tuples(
+            _KEY,
+            st.one_of(st.none(), st.binary(max_size=300)),
+            st.one_of(
+                st.none(),
+                st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=8)), max_size=2),
+            ),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from([2, 3, 12]),
+    st.sampled_from([200, 1000, 16384]),
+)
+def test_keyed_columns_with_nulls_and_headers_encode_as_sequences_do(
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]] | None]],
+    nparts: int,
+    limit: int,
+) -> None:
+    # Keyed rows of several partitions, null keys and values, and headers: the batches
+    # of the Arrow columns grouped by partition (gathered by the compiled encoder where
+    # it runs) are the sequences' byte for byte, and read back as them.
+    from aioproducer.protocol.records import decode_batches
+
+    keys = [k for k, _v, _h in rows]
+    values = [v for _k, v, _h in rows]
+    headers = [h for _k, _v, h in rows]
+    info = _info(nparts)
+    expected = _INTAKE.columns("t", info, values, keys, headers, None)
+    arrow_headers = pa.array(
+        [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
+        _HEADER_TYPE,
+    )
+    got = _INTAKE.columns(
+        "t", info, pa.array(values, pa.binary()), pa.array(keys, pa.binary()), arrow_headers, None
+    )
+    assert _grouped(got) == _grouped(expected)
+    batches = _batches(got, "append_columns", limit, 7)
+    assert batches == _batches(expected, "append_many", limit, 7)
+    order = list(range(len(rows))) if got.order is None else got.order.tolist()
+    for part, start, stop in got.runs:
+        read = [r for batch in decode_batches(b"".join(batches[part])) for r in batch.records]
+        want = [(keys[i], values[i], list(headers[i] or [])) for i in order[start:stop]]
+        assert [(r.key, r.value, list(r.headers)) for r in read[1:]] == want
