@@ -115,7 +115,7 @@ class Producer:
         #: Package-internal: how records get into this producer's batches. Its checks may
         #: run in any thread; SyncProducer feeds the producer through it (``handoff.py``).
         self.intake = Intake(
-            cfg, self._budget, self._acc, self._cluster, self._sender.wakeup, clock
+            cfg, self._budget, self._acc, self._cluster, self._sender.appended, clock
         )
         self._cluster.busy_topics = self._acc.busy_topics
         self._cluster.on_topics_expired = self._forget_topics

@@ -153,6 +153,11 @@ class Sender:
         # True while run() sleeps with nothing to do: a response that arrives then is
         # settled at once, in the reader's pass (see _on_response).
         self._idle = False
+        # While idle: when the loop wakes on its own (its timer; inf: it waits for a wake-up).
+        self._sleep_until = math.inf
+        # The latest pass left a due batch unsent (vetoed, or its broker could take no
+        # request now): an answer that frees a request slot must wake the loop for it.
+        self._held = False
         # What settling a response in the reader's pass raised, for the loop to raise.
         self._inline_error: BaseException | None = None
         #: How early a lingering batch may leave (seconds): the loop's timer granularity,
@@ -178,6 +183,28 @@ class Sender:
 
     def wakeup(self) -> None:
         """Make the sender loop look at its queues now."""
+        self._wakeup.set()
+
+    def appended(self) -> None:
+        """An append started or filled a batch (the intake's wake-up): wake the loop unless
+        it already sleeps until no later than anything queued is due.
+
+        At a few thousand records a second nearly every batch is opened by one record and
+        leaves on its linger timer: waking the loop for the new batch cost a whole pass
+        (a cancel scope, an event, a task switch) per request, only for the loop to find
+        nothing due and sleep until the same or an earlier time. A full batch, a second
+        batch queued behind the head, a flush or waiting senders make a batch due now, so
+        they still wake it, as does anything while the loop is not asleep on its timer. A
+        transactional producer is always woken: a partition new to its transaction is
+        added by the loop as soon as it sees the batch.
+        """
+        if self._idle and self.txn is None and self._sleep_until < math.inf:
+            now = time.monotonic()
+            # No veto here: a batch due but held back counts as due (a wake-up too many,
+            # never one too few).
+            ready, delay = self.acc.ready(now + self.lookahead, _any_batch)
+            if not ready and self._sleep_until <= now + delay:
+                return
         self._wakeup.set()
 
     @property
@@ -280,6 +307,7 @@ class Sender:
                 continue
             if delay > 0:
                 self._idle = True
+                self._sleep_until = now + delay
                 try:
                     if delay == math.inf:
                         # Nothing to time: no cancel scope (and timer) to set up and undo.
@@ -343,9 +371,12 @@ class Sender:
     # -- draining --------------------------------------------------------------------------
 
     def _sendable(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
+        # A veto leaves a due batch queued: the next answer wakes the loop for it.
         if (self._need_new_pid or self._need_bump) and self.idempotent:
+            self._held = True
             return False
         if self.txn is not None and not self.txn.may_send(tp):
+            self._held = True
             return False
         if self.idempotent:
             state = self._partitions.get(tp)
@@ -353,6 +384,7 @@ class Sender:
                 # Perhaps a partition whose sequences were forgotten: renumber everything
                 # under a bumped epoch first (see forget_topics).
                 self._need_bump = True
+                self._held = True
                 return False
             # A retried batch goes alone: nothing after it may overtake it. So does the
             # first batch of a partition under a producer id: a broker with no state for
@@ -370,6 +402,7 @@ class Sender:
                 if self._drain_clock is not None:
                     # Waiting on its broker's answers: the broker is not draining it.
                     self._held_back.append(tp)
+                self._held = True
                 return False
         return True
 
@@ -377,6 +410,7 @@ class Sender:
         clock = self._drain_clock
         if clock is not None:
             self._held_back.clear()
+        self._held = False
         # Looking ahead by the timer granularity: see _TIMER_GRANULARITY.
         ready, delay = self.acc.ready(now + self.lookahead, self._sendable)
         if clock is not None and self._held_back:
@@ -395,6 +429,7 @@ class Sender:
                 continue
             by_node.setdefault(leader, []).append(tp)
         if unled:
+            self._held = True
             # Tracked again if a record was appended just as its topic expired.
             self.cluster.add_topics(unled)
             self.cluster.request_refresh()
@@ -404,10 +439,12 @@ class Sender:
                 clock.waiting(node_id, now)
             throttled = self._throttled_until.get(node_id, 0.0) - now
             if throttled > 0:
+                self._held = True
                 delay = min(delay, throttled)
                 continue
             conn = self.cluster.connection_if_ready(node_id)
             if conn is None:
+                self._held = True
                 # A finished connection attempt wakes us; one that is backing off will not,
                 # so come back when its backoff ends.
                 backing_off = self.cluster.backoff_remaining(node_id)
@@ -415,13 +452,21 @@ class Sender:
                     delay = min(delay, backing_off)
                 continue
             if conn.in_flight >= self._max_in_flight:
+                self._held = True
                 continue
             if self._drain_node(node_id, conn, tps, now):
                 if clock is not None:
                     clock.drained(node_id, now)
                 # A request takes one batch per partition: a partition with more batches
-                # queued is ready again at once, so look again instead of sleeping.
-                delay = 0.0
+                # queued (or one the request had no room for) may be ready again at once,
+                # so look again instead of sleeping. With none, the delay above stands: a
+                # drained partition with an empty queue has nothing to wait for (another
+                # pass would only find that out, once per request at low rates).
+                head = self.acc.head
+                for tp in tps:
+                    if head(tp) is not None:
+                        delay = 0.0
+                        break
         return delay
 
     def _drain_node(self, node_id: int, conn: Any, tps: list[TopicPartition], now: float) -> bool:
@@ -517,12 +562,31 @@ class Sender:
             # The loop sleeps between passes, so no batch or sequence state is being
             # changed: settle the response now, as the loop would first thing on waking,
             # instead of one loop pass later (the ack reaches its awaiting task sooner).
-            # The loop still wakes, to send what the freed request slot allows.
             try:
                 self._process_inbox(time.monotonic())
             except BaseException as exc:  # raised by the loop, as if it had run it
                 self._inline_error = exc
+            else:
+                if self._settled_quietly(call, response, error):
+                    return
+        # The loop wakes to send what the freed request slot allows, to retry, to bump.
         self._wakeup.set()
+
+    def _settled_quietly(
+        self, call: ProduceCall, response: Any, error: BaseException | None
+    ) -> bool:
+        # Whether settling ``call`` in the reader's pass left the sleeping loop nothing to
+        # do before its own timer: every batch written, nothing held back for a request
+        # slot, no throttle, epoch or transaction to act on. At low rates that is nearly
+        # every answer, and waking the loop anyway cost a pass per request that found
+        # nothing to send.
+        if error is not None or self._held or self.txn is not None:
+            return False
+        if self._need_bump or self._need_new_pid or self._fatal is not None:
+            return False
+        if response is not None and response.throttle_time_ms > 0:
+            return False
+        return all(batch.done and batch.exception is None for batch in call.batches)
 
     def _process_inbox(self, now: float) -> None:
         inbox = self._inbox
@@ -718,6 +782,10 @@ class Sender:
     def stop(self) -> None:
         """Release anything waiting inside the sender (it is about to be cancelled)."""
         self._stopped.set()
+
+
+def _any_batch(_tp: TopicPartition, _batch: ProducerBatch) -> bool:
+    return True
 
 
 def _lookahead(linger: float) -> float:

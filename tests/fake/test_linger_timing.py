@@ -10,6 +10,7 @@ as a busy machine may delay any wake-up.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -151,3 +152,126 @@ async def test_an_error_while_settling_in_the_reader_is_kept_for_the_sender(
         sender._inbox.clear()
         sender._in_flight_calls += 0
         assert (await producer.send_and_wait("t", b"after")).offset == 1
+
+
+def _count_passes(sender: Sender) -> list[float]:
+    """Patch ``sender`` to note the time of each loop pass (each looks for ready batches)."""
+    passes: list[float] = []
+    send_ready = sender._send_ready
+
+    def noting(now: float) -> float:
+        passes.append(now)
+        return send_ready(now)
+
+    sender._send_ready = noting  # type: ignore[method-assign]
+    return passes
+
+
+async def test_a_batch_due_after_the_senders_timer_does_not_wake_it() -> None:
+    # Partition 0's batch sets the sleeping sender's timer; partition 1's, opened later
+    # with the same linger, is due after that timer, so the loop has no pass to make
+    # for it: it finds it when the timer fires.
+    with FakeCluster(brokers=1) as fc:
+        fc.create_topic("t2", partitions=2)
+        async with Producer(fc.bootstrap_servers, linger_ms=300) as producer:
+            await producer.send_and_wait("t2", b"warm", partition=0)
+            await anyio.sleep(0.05)  # the sender asleep, with nothing queued
+            passes = _count_passes(producer._sender)
+            first = await producer.send("t2", b"a", partition=0)
+            await anyio.sleep(0.05)
+            # The first batch woke it: it had no timer.
+            assert len(passes) == 1, passes
+            second = await producer.send("t2", b"b", partition=1)
+            await anyio.sleep(0.05)
+            assert len(passes) == 1, passes
+            await first
+            await second
+
+
+@pytest.mark.parametrize("fill", ["exactly", "overflowing"])
+async def test_a_batch_that_fills_wakes_a_sender_asleep_on_its_timer(fill: str) -> None:
+    # The sender sleeps until partition 0's batch is due in 30 s; partition 1's batch
+    # fills (to its limit, or by a record that does not fit and opens the next batch),
+    # which makes it due now: it must leave at once, not after that timer.
+    with FakeCluster(brokers=1) as fc:
+        fc.create_topic("t2", partitions=2)
+        async with Producer(fc.bootstrap_servers, linger_ms=30_000, batch_size=1000) as producer:
+            await producer.send("t2", b"warm", partition=1)
+            await producer.flush()
+            lingering = await producer.send("t2", b"a", partition=0)
+            await anyio.sleep(0.02)  # the sender asleep on that batch's timer
+            handles = []
+            with anyio.fail_after(5):
+                while not handles or not handles[0].done():
+                    handles.append(await producer.send("t2", b"x" * 100, partition=1))
+                    if fill == "exactly" and handles[0].position()[0].full:
+                        break
+                await handles[0]
+            assert not lingering.done()
+            await producer.flush()
+
+
+async def test_a_drain_that_leaves_its_partitions_empty_asks_for_no_second_pass(
+    fake: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One batch per partition goes in a request: a partition with another batch queued
+    # is ready again at once (delay 0, another pass), one left empty is not.
+    async with Producer(fake.bootstrap_servers, linger_ms=30_000, batch_size=1000) as producer:
+        await producer.send("t", b"warm")
+        await producer.flush()
+        sender = producer._sender
+        send_ready = sender._send_ready
+        # The loop's own passes drain nothing meanwhile: the calls below do.
+        monkeypatch.setattr(sender, "_send_ready", lambda _now: math.inf)
+        handle = await producer.send("t", b"lingering")
+        batch, _ = handle.position()
+        assert send_ready(batch.created + 30.0) == math.inf
+        assert batch.in_flight
+        await handle
+        # Two full batches and an open one queued: the first leaves, the rest wait.
+        handles = [await producer.send("t", b"x" * 100) for _ in range(20)]
+        assert len({id(h.position()[0]) for h in handles}) >= 3
+        assert send_ready(time.monotonic()) == 0.0
+        assert handles[0].position()[0].in_flight
+        assert not handles[-1].position()[0].in_flight
+        monkeypatch.undo()
+        await producer.flush()
+
+
+async def test_an_ack_settled_in_the_reader_leaves_the_sleeping_sender_asleep(
+    fake: FakeCluster,
+) -> None:
+    # The reader settles the answer; with nothing held back for a request slot, the
+    # sender's loop has nothing to do for it and makes no pass.
+    async with Producer(fake.bootstrap_servers, linger_ms=5) as producer:
+        await producer.send_and_wait("t", b"warm")
+        await anyio.sleep(0.05)
+        passes = _count_passes(producer._sender)
+        acked: list[float] = []
+        for _ in range(3):
+            handle = await producer.send("t", b"v")
+            handle.add_done_callback(lambda _h: acked.append(time.monotonic()))
+            await handle
+            await anyio.sleep(0.05)
+        assert len(acked) == 3
+        for at in acked:
+            assert not [p for p in passes if at <= p < at + 0.04], (acked, passes)
+
+
+async def test_an_ack_wakes_the_sender_for_a_batch_held_back_by_the_request_limit(
+    fake: FakeCluster,
+) -> None:
+    # One request in flight at a time, a batch per record: each batch after the first
+    # waits for the previous answer, which must wake the sleeping loop to send it.
+    async with Producer(
+        fake.bootstrap_servers,
+        linger_ms=1,
+        batch_size=1,
+        max_in_flight_requests_per_connection=1,
+    ) as producer:
+        await producer.send_and_wait("t", b"warm")
+        fake.delay("produce", count=3, seconds=0.05)
+        handles = [await producer.send("t", b"r%d" % i) for i in range(4)]
+        with anyio.fail_after(5):
+            offsets = [(await h).offset for h in handles]
+    assert offsets == [1, 2, 3, 4]
