@@ -155,9 +155,6 @@ class Sender:
         self._idle = False
         # While idle: when the loop wakes on its own (its timer; inf: it waits for a wake-up).
         self._sleep_until = math.inf
-        # The latest pass left a due batch unsent (vetoed, or its broker could take no
-        # request now): an answer that frees a request slot must wake the loop for it.
-        self._held = False
         # What settling a response in the reader's pass raised, for the loop to raise.
         self._inline_error: BaseException | None = None
         #: How early a lingering batch may leave (seconds): the loop's timer granularity,
@@ -371,12 +368,9 @@ class Sender:
     # -- draining --------------------------------------------------------------------------
 
     def _sendable(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
-        # A veto leaves a due batch queued: the next answer wakes the loop for it.
         if (self._need_new_pid or self._need_bump) and self.idempotent:
-            self._held = True
             return False
         if self.txn is not None and not self.txn.may_send(tp):
-            self._held = True
             return False
         if self.idempotent:
             state = self._partitions.get(tp)
@@ -384,7 +378,6 @@ class Sender:
                 # Perhaps a partition whose sequences were forgotten: renumber everything
                 # under a bumped epoch first (see forget_topics).
                 self._need_bump = True
-                self._held = True
                 return False
             # A retried batch goes alone: nothing after it may overtake it. So does the
             # first batch of a partition under a producer id: a broker with no state for
@@ -402,7 +395,6 @@ class Sender:
                 if self._drain_clock is not None:
                     # Waiting on its broker's answers: the broker is not draining it.
                     self._held_back.append(tp)
-                self._held = True
                 return False
         return True
 
@@ -410,7 +402,6 @@ class Sender:
         clock = self._drain_clock
         if clock is not None:
             self._held_back.clear()
-        self._held = False
         # Looking ahead by the timer granularity: see _TIMER_GRANULARITY.
         ready, delay = self.acc.ready(now + self.lookahead, self._sendable)
         if clock is not None and self._held_back:
@@ -429,7 +420,6 @@ class Sender:
                 continue
             by_node.setdefault(leader, []).append(tp)
         if unled:
-            self._held = True
             # Tracked again if a record was appended just as its topic expired.
             self.cluster.add_topics(unled)
             self.cluster.request_refresh()
@@ -439,12 +429,10 @@ class Sender:
                 clock.waiting(node_id, now)
             throttled = self._throttled_until.get(node_id, 0.0) - now
             if throttled > 0:
-                self._held = True
                 delay = min(delay, throttled)
                 continue
             conn = self.cluster.connection_if_ready(node_id)
             if conn is None:
-                self._held = True
                 # A finished connection attempt wakes us; one that is backing off will not,
                 # so come back when its backoff ends.
                 backing_off = self.cluster.backoff_remaining(node_id)
@@ -452,7 +440,6 @@ class Sender:
                     delay = min(delay, backing_off)
                 continue
             if conn.in_flight >= self._max_in_flight:
-                self._held = True
                 continue
             if self._drain_node(node_id, conn, tps, now):
                 if clock is not None:
@@ -576,17 +563,21 @@ class Sender:
         self, call: ProduceCall, response: Any, error: BaseException | None
     ) -> bool:
         # Whether settling ``call`` in the reader's pass left the sleeping loop nothing to
-        # do before its own timer: every batch written, nothing held back for a request
-        # slot, no throttle, epoch or transaction to act on. At low rates that is nearly
-        # every answer, and waking the loop anyway cost a pass per request that found
-        # nothing to send.
-        if error is not None or self._held or self.txn is not None:
+        # do before its own timer: every batch written, no throttle, epoch or transaction
+        # to act on, and no batch due but still queued (one the last pass held back, for a
+        # request slot the answer may have freed, or for any other reason: a wake-up too
+        # many, never one too few). At low rates that is nearly every answer, and waking
+        # the loop anyway cost a pass per request that found nothing to send.
+        if error is not None or self.txn is not None:
             return False
         if self._need_bump or self._need_new_pid or self._fatal is not None:
             return False
         if response is not None and response.throttle_time_ms > 0:
             return False
-        return all(batch.done and batch.exception is None for batch in call.batches)
+        if not all(batch.done and batch.exception is None for batch in call.batches):
+            return False
+        ready, _delay = self.acc.ready(time.monotonic() + self.lookahead, _any_batch)
+        return not ready
 
     def _process_inbox(self, now: float) -> None:
         inbox = self._inbox
