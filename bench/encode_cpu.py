@@ -160,7 +160,7 @@ _INTAKE = Producer("localhost:9092").intake
 
 def _cpu_per_record(run: Callable[[], None], records: int, rounds: int) -> tuple[float, float]:
     # The median CPU per record (µs) and minor page faults per 100k records: first
-    # touches of fresh memory, which cost ~12 µs each on a VM.
+    # touches of fresh memory, which cost 2-14 µs each on the VMs measured.
     samples = []
     faults = []
     for _ in range(rounds):

@@ -13,7 +13,7 @@ topic of one local broker, with ``spark_compare``'s producer settings (``--keyle
 value column alone). Reports the process's CPU per row and each thread's (the task thread,
 the producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
 the machine disturbs far less than wall time, and minor page faults per 100k rows (first
-touches of fresh memory, ~12 µs each on a VM). ``--same-topic`` writes every rep after the
+touches of fresh memory, 2-14 µs each on the VMs measured). ``--same-topic`` writes every rep after the
 first to the first rep's topic (its compression ratio estimate already learnt);
 ``--profile`` adds cProfile tables of the task thread and the loop thread (last rep).
 """
@@ -129,8 +129,9 @@ def main(argv: list[str] | None = None) -> None:
                 f"{m['requests_sent']:,} requests"
             )
             for key, (total, faults) in sorted(after.items(), key=lambda kv: -kv[1][0]):
-                spent = total - before.get(key, (0.0, 0))[0]
-                faulted = faults - before.get(key, (0.0, 0))[1]
+                total_before, faults_before = before.get(key, (0.0, 0))
+                spent = total - total_before
+                faulted = faults - faults_before
                 if spent >= 0.01:
                     print(
                         f"    {key[1][:28]:<28} {spent / ns.rows * 1e6:5.2f} us/row, "
