@@ -814,9 +814,11 @@ def _warm_up(args: argparse.Namespace, w: Workload, broker: _Broker) -> None:
 
     A freshly started broker JVM is several times slower for its first seconds of load
     (JIT compilation), and each compression codec has its own broker path to compile; that
-    would penalise whichever client runs first.
+    would penalise whichever client runs first. A paced (latency) workload is warmed by a
+    paced run too: its small, frequent requests are their own broker path, and without it
+    the first client of the first round met a broker whose tail was still 1-2 ms longer.
     """
-    if args.no_warmup or w.rate:
+    if args.no_warmup:
         return
     pick = next((c for c in _WARMUP_PREFERENCE if c in args.clients), args.clients[0])
     if CLIENTS[pick].not_applicable(keyed=w.keyed, senders=w.senders, rate=w.rate):

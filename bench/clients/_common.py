@@ -26,9 +26,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import importlib.metadata
 import json
 import logging
+import os
 import platform
 import random
 import resource
@@ -37,6 +39,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
@@ -378,9 +381,16 @@ class LatencyLog:
     def __post_init__(self) -> None:
         self.sent = [0.0] * self.records
         self.acked = [0.0] * self.records
+        self._gc: list[tuple[str, int, float]] = []
+        if os.environ.get("BENCH_LATENCY_DUMP"):
+            gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        self._gc.append((phase, info["generation"], time.perf_counter()))
 
     def summary(self) -> dict[str, Any]:
         """Percentiles in milliseconds, and whether the sender kept to the schedule."""
+        self._dump()
         missing = sum(1 for a in self.acked if a <= 0.0)
         skip = latency_warmup(self.rate, self.records)
         lat = sorted(
@@ -406,6 +416,28 @@ class LatencyLog:
             "max_ms": lat[-1] if lat else float("nan"),
             "mean_ms": sum(lat) / len(lat) if lat else float("nan"),
         }
+
+    def _dump(self) -> None:
+        """With ``BENCH_LATENCY_DUMP`` set to a directory, write every record's send and ack
+        times (seconds from the first send) there, one JSON file per run, for looking at
+        where in a run the slow records fall."""
+        where = os.environ.get("BENCH_LATENCY_DUMP")
+        if not where:
+            return
+        path = Path(where) / f"latency-{os.getpid()}-{time.time_ns()}.json"
+        t0 = self.started
+        path.write_text(
+            json.dumps(
+                {
+                    "argv": sys.argv,
+                    "rate": self.rate,
+                    "warmup_records": latency_warmup(self.rate, self.records),
+                    "sent": [round(s - t0, 6) for s in self.sent],
+                    "acked": [round(a - t0, 6) if a > 0.0 else None for a in self.acked],
+                    "gc": [(phase, gen, round(t - t0, 6)) for phase, gen, t in self._gc],
+                }
+            )
+        )
 
 
 async def count_failed_futures(futures: Iterable[asyncio.Future[Any]], meter: Meter) -> int:
