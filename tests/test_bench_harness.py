@@ -6,7 +6,9 @@ the shared ``kafka`` fixture.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +23,10 @@ from bench.suite import (
     _Broker,
     check_end_offsets,
     fmt_median_range,
+    render_latency,
     render_throughput,
     run_one,
+    steady_latency,
     summarize,
     verify_random,
     verify_sequenced,
@@ -191,6 +195,77 @@ def test_latency_percentiles_leave_out_the_warm_up() -> None:
     assert math.isnan(nothing["p50_ms"])
 
 
+def _paced_times(n: int, rate: float, slow_first_visit: float) -> dict[str, object]:
+    """Per-record times of a paced run whose records go to partition ``seq // (n // 4)``
+    (four partitions, visited one after another), the first visit of each taking
+    ``slow_first_visit`` seconds longer."""
+    sent = [i / rate for i in range(n)]
+    acked: list[float | None] = []
+    for i, s in enumerate(sent):
+        first = i % (n // 4) < 10  # the first ten records of each partition's first visit
+        acked.append(s + 0.005 + (slow_first_visit if first else 0.0))
+    return {"sent": sent, "acked": acked, "warmup_records": int(rate)}
+
+
+def _four_partitions(n: int) -> list[ConsumedRecord]:
+    return [
+        ConsumedRecord(seq // (n // 4), seq, None, make_value(seq, SIZE), (), 0) for seq in range(n)
+    ]
+
+
+def test_the_steady_window_opens_once_every_partition_was_acknowledged() -> None:
+    n, rate = 4000, 1000.0  # partitions first visited at 0, 1, 2 and 3 s
+    times = _paced_times(n, rate, slow_first_visit=0.0505)
+    steady = steady_latency(times, _four_partitions(n))
+    # The last partition's first record (seq 3000, sent at 3.0 s) was acknowledged at
+    # 3.0555 s: the window starts with the first record sent after that.
+    assert steady["all_partitions_acked_s"] == pytest.approx(3.0555)
+    assert steady["window_start_s"] == pytest.approx(3.056)
+    assert steady["window_records"] == n - 3056
+    assert steady["max_ms"] == pytest.approx(5.0)
+    # A fixed first second would have kept the slow first visits at 1, 2 and 3 s.
+    log = LatencyLog(n, rate)
+    log.sent = list(times["sent"])  # type: ignore[call-overload]
+    log.acked = list(times["acked"])  # type: ignore[call-overload]
+    assert log.summary()["max_ms"] == pytest.approx(55.5)
+
+
+def test_the_steady_window_is_never_before_the_first_second() -> None:
+    n, rate = 4000, 1000.0
+    times = _paced_times(n, rate, slow_first_visit=0.0)
+    records = [ConsumedRecord(0, seq, None, make_value(seq, SIZE), (), 0) for seq in range(n)]
+    steady = steady_latency(times, records)  # one partition, acknowledged at once
+    assert steady["window_start_s"] == pytest.approx(1.0)
+    assert steady["window_records"] == n - 1000
+
+
+def test_the_latency_table_shows_the_window_and_the_figures_from_one_second() -> None:
+    run = RunResult("lat", "aioproducer", 1, "t", status="ok")
+    run.report = {
+        "records": 100, "elapsed_s": 1.0, "cpu_user_s": 0.1, "cpu_sys_s": 0.0,
+        "peak_rss_mib": 40.0, "value_size": SIZE,
+        "latency": {"p50_ms": 3.0, "p99_ms": 30.0, "p999_ms": 50.0, "max_ms": 60.0,
+                    "achieved_rate": 100.0, "kept_rate": True},
+        "latency_steady": {"p50_ms": 3.0, "p99_ms": 6.0, "p999_ms": 8.0, "max_ms": 9.0,
+                           "window_start_s": 2.5},
+    }  # fmt: skip
+    table = render_latency({"aioproducer": summarize([run], "lat", "aioproducer")})
+    assert "| 6.0 | 8.0 | 9.0 | 2.5 | 30.0 |" in table
+
+
+def test_a_paced_client_writes_its_per_record_times(tmp_path: Path) -> None:
+    out = tmp_path / "times.json"
+    log = LatencyLog(3, 100.0, out_path=str(out))
+    log.started = 10.0
+    log.sent = [10.0, 10.01, 10.02]
+    log.acked = [10.005, 0.0, 10.03]
+    log.summary()
+    times = json.loads(out.read_text())
+    assert times["sent"] == [0.0, 0.01, 0.02]
+    assert times["acked"] == [0.005, None, 0.03]
+    assert times["warmup_records"] == 0
+
+
 def test_a_tiny_end_to_end_run(kafka: KafkaCluster) -> None:
     broker = _Broker(
         kafka.bootstrap_servers, lambda name, n: kafka.create_topic(name, partitions=n), "test"
@@ -200,6 +275,21 @@ def test_a_tiny_end_to_end_run(kafka: KafkaCluster) -> None:
     assert result.status == "ok", result.reason
     assert result.verification is not None and result.verification["read"] == 3000
     assert result.end_offsets is not None and sum(result.end_offsets.values()) == 3000
+
+
+def test_a_paced_run_gets_its_steady_window_from_the_topic(kafka: KafkaCluster) -> None:
+    broker = _Broker(
+        kafka.bootstrap_servers, lambda name, n: kafka.create_topic(name, partitions=n), "test"
+    )
+    workload = Workload(100, "none", False, 3, 1, 1000, rate=500.0)
+    result = run_one("aioproducer", workload, 1, broker, timeout=60)
+    assert result.status == "ok", result.reason
+    assert result.report is not None
+    steady = result.report["latency_steady"]
+    assert 1.0 <= steady["window_start_s"] < 2.0
+    assert steady["all_partitions_acked_s"] <= steady["window_start_s"]
+    assert 0 < steady["window_records"] <= 500
+    assert 0 < steady["p50_ms"] <= steady["p99_ms"] <= steady["max_ms"]
 
 
 def test_a_client_that_hangs_is_killed_and_failed() -> None:

@@ -125,6 +125,7 @@ class ClientArgs:
     keyed: bool = False
     senders: int = 1
     rate: float = 0.0
+    latency_out: str | None = None
 
 
 def parse_args(client: str, argv: list[str] | None = None) -> ClientArgs:
@@ -179,6 +180,12 @@ def parse_args(client: str, argv: list[str] | None = None) -> ClientArgs:
         help="records/s to send at, recording each record's send-to-ack latency "
         "(default 0: as fast as possible)",
     )
+    parser.add_argument(
+        "--latency-out",
+        metavar="PATH",
+        help="with --rate: also write every record's send and ack times to PATH (JSON), "
+        "for the harness to compute its own percentiles",
+    )
     ns = parser.parse_args(argv)
     if ns.senders < 1 or ns.rate < 0:
         parser.error("--senders must be at least 1 and --rate not negative")
@@ -202,6 +209,7 @@ def parse_args(client: str, argv: list[str] | None = None) -> ClientArgs:
         keyed=ns.keyed,
         senders=ns.senders,
         rate=ns.rate,
+        latency_out=ns.latency_out,
     )
 
 
@@ -377,12 +385,14 @@ class LatencyLog:
     sent: list[float] = field(default_factory=list)
     acked: list[float] = field(default_factory=list)
     started: float = 0.0
+    #: Where :meth:`summary` also writes the per-record times (``--latency-out``).
+    out_path: str | None = None
 
     def __post_init__(self) -> None:
         self.sent = [0.0] * self.records
         self.acked = [0.0] * self.records
         self._gc: list[tuple[str, int, float]] = []
-        if os.environ.get("BENCH_LATENCY_DUMP"):
+        if self.out_path or os.environ.get("BENCH_LATENCY_DUMP"):
             gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
@@ -418,26 +428,29 @@ class LatencyLog:
         }
 
     def _dump(self) -> None:
-        """With ``BENCH_LATENCY_DUMP`` set to a directory, write every record's send and ack
-        times (seconds from the first send) there, one JSON file per run, for looking at
-        where in a run the slow records fall."""
-        where = os.environ.get("BENCH_LATENCY_DUMP")
-        if not where:
+        """Write every record's send and ack times (seconds from the first send; ``null`` if
+        never acknowledged) and the process's garbage collections during the run to
+        ``out_path``, and, with ``BENCH_LATENCY_DUMP`` set to a directory, to a file there
+        too (for looking at where in a run the slow records fall)."""
+        paths = [Path(self.out_path)] if self.out_path else []
+        if where := os.environ.get("BENCH_LATENCY_DUMP"):
+            paths.append(Path(where) / f"latency-{os.getpid()}-{time.time_ns()}.json")
+        if not paths:
             return
-        path = Path(where) / f"latency-{os.getpid()}-{time.time_ns()}.json"
         t0 = self.started
-        path.write_text(
-            json.dumps(
-                {
-                    "argv": sys.argv,
-                    "rate": self.rate,
-                    "warmup_records": latency_warmup(self.rate, self.records),
-                    "sent": [round(s - t0, 6) for s in self.sent],
-                    "acked": [round(a - t0, 6) if a > 0.0 else None for a in self.acked],
-                    "gc": [(phase, gen, round(t - t0, 6)) for phase, gen, t in self._gc],
-                }
-            )
+        text = json.dumps(
+            {
+                "argv": sys.argv,
+                "rate": self.rate,
+                "started_unix": time.time() - (time.perf_counter() - t0),
+                "warmup_records": latency_warmup(self.rate, self.records),
+                "sent": [round(s - t0, 6) for s in self.sent],
+                "acked": [round(a - t0, 6) if a > 0.0 else None for a in self.acked],
+                "gc": [(phase, gen, round(t - t0, 6)) for phase, gen, t in self._gc],
+            }
         )
+        for path in paths:
+            path.write_text(text)
 
 
 async def count_failed_futures(futures: Iterable[asyncio.Future[Any]], meter: Meter) -> int:
@@ -552,7 +565,7 @@ async def _async_paced(ops: AsyncOps, args: ClientArgs, meter: Meter, out: list[
     Sleeping per record is impossible at these rates (timer resolution), so records due
     during a sleep go out together when it ends, as in the Java tool's throttle.
     """
-    log = meter.latency = LatencyLog(args.records, args.rate)
+    log = meter.latency = LatencyLog(args.records, args.rate, out_path=args.latency_out)
     on_done = ops.on_done
     if on_done is None:
         raise RuntimeError("a paced run needs AsyncOps.on_done")
@@ -641,7 +654,7 @@ def _sync_sender(ops: SyncOps, args: ClientArgs, start: int, step: int, out: lis
 
 
 def _sync_paced(ops: SyncOps, args: ClientArgs, meter: Meter, out: list[Any]) -> None:
-    log = meter.latency = LatencyLog(args.records, args.rate)
+    log = meter.latency = LatencyLog(args.records, args.rate, out_path=args.latency_out)
     topic, rate, n = args.topic, args.rate, args.records
     sent = log.sent
     clock = time.perf_counter
