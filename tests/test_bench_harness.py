@@ -195,44 +195,47 @@ def test_latency_percentiles_leave_out_the_warm_up() -> None:
     assert math.isnan(nothing["p50_ms"])
 
 
-def _paced_times(n: int, rate: float, slow_first_visit: float) -> dict[str, object]:
-    """Per-record times of a paced run whose records go to partition ``seq // (n // 4)``
-    (four partitions, visited one after another), the first visit of each taking
-    ``slow_first_visit`` seconds longer."""
+def _partition(seq: int) -> int:
+    """Partitions 0-2 in turns of 50 records; partition 3 first visited by records
+    3000-3049, then all four in turns."""
+    if seq < 3000:
+        return (seq // 50) % 3
+    if seq < 3050:
+        return 3
+    return (seq // 50) % 4
+
+
+def test_the_steady_window_opens_once_every_partitions_first_visit_was_acknowledged() -> None:
+    n, rate = 4000, 1000.0
     sent = [i / rate for i in range(n)]
-    acked: list[float | None] = []
-    for i, s in enumerate(sent):
-        first = i % (n // 4) < 10  # the first ten records of each partition's first visit
-        acked.append(s + 0.005 + (slow_first_visit if first else 0.0))
-    return {"sent": sent, "acked": acked, "warmup_records": int(rate)}
-
-
-def _four_partitions(n: int) -> list[ConsumedRecord]:
-    return [
-        ConsumedRecord(seq // (n // 4), seq, None, make_value(seq, SIZE), (), 0) for seq in range(n)
+    # The first visit to partition 3 answers its first request at once and its later ones
+    # 50.5 ms late, as a broker's first appends to a partition can.
+    acked: list[float | None] = [
+        s + 0.005 + (0.0505 if 3010 <= i < 3050 else 0.0) for i, s in enumerate(sent)
     ]
-
-
-def test_the_steady_window_opens_once_every_partition_was_acknowledged() -> None:
-    n, rate = 4000, 1000.0  # partitions first visited at 0, 1, 2 and 3 s
-    times = _paced_times(n, rate, slow_first_visit=0.0505)
-    steady = steady_latency(times, _four_partitions(n))
-    # The last partition's first record (seq 3000, sent at 3.0 s) was acknowledged at
-    # 3.0555 s: the window starts with the first record sent after that.
-    assert steady["all_partitions_acked_s"] == pytest.approx(3.0555)
-    assert steady["window_start_s"] == pytest.approx(3.056)
-    assert steady["window_records"] == n - 3056
+    times = {"sent": sent, "acked": acked, "warmup_records": int(rate)}
+    records = [
+        ConsumedRecord(_partition(seq), seq, None, make_value(seq, SIZE), (), 0) for seq in range(n)
+    ]
+    steady = steady_latency(times, records)
+    # Record 3049, sent at 3.049 s, was acknowledged at 3.1045 s: the window starts with
+    # the first record sent after that.
+    assert steady["all_partitions_acked_s"] == pytest.approx(3.1045)
+    assert steady["window_start_s"] == pytest.approx(3.105)
+    assert steady["window_records"] == n - 3105
     assert steady["max_ms"] == pytest.approx(5.0)
-    # A fixed first second would have kept the slow first visits at 1, 2 and 3 s.
+    assert steady["startup_max_ms"] == pytest.approx(55.5)
+    # A fixed first second would have kept the slow first visit.
     log = LatencyLog(n, rate)
-    log.sent = list(times["sent"])  # type: ignore[call-overload]
-    log.acked = list(times["acked"])  # type: ignore[call-overload]
+    log.sent = sent
+    log.acked = [0.0 if a is None else a for a in acked]
     assert log.summary()["max_ms"] == pytest.approx(55.5)
 
 
 def test_the_steady_window_is_never_before_the_first_second() -> None:
     n, rate = 4000, 1000.0
-    times = _paced_times(n, rate, slow_first_visit=0.0)
+    sent = [i / rate for i in range(n)]
+    times = {"sent": sent, "acked": [s + 0.005 for s in sent], "warmup_records": int(rate)}
     records = [ConsumedRecord(0, seq, None, make_value(seq, SIZE), (), 0) for seq in range(n)]
     steady = steady_latency(times, records)  # one partition, acknowledged at once
     assert steady["window_start_s"] == pytest.approx(1.0)
@@ -247,10 +250,10 @@ def test_the_latency_table_shows_the_window_and_the_figures_from_one_second() ->
         "latency": {"p50_ms": 3.0, "p99_ms": 30.0, "p999_ms": 50.0, "max_ms": 60.0,
                     "achieved_rate": 100.0, "kept_rate": True},
         "latency_steady": {"p50_ms": 3.0, "p99_ms": 6.0, "p999_ms": 8.0, "max_ms": 9.0,
-                           "window_start_s": 2.5},
+                           "window_start_s": 2.5, "startup_max_ms": 45.0},
     }  # fmt: skip
     table = render_latency({"aioproducer": summarize([run], "lat", "aioproducer")})
-    assert "| 6.0 | 8.0 | 9.0 | 2.5 | 30.0 |" in table
+    assert "| 6.0 | 8.0 | 9.0 | 2.5 | 45 | 30.0 |" in table
 
 
 def test_a_paced_client_writes_its_per_record_times(tmp_path: Path) -> None:
@@ -281,7 +284,7 @@ def test_a_paced_run_gets_its_steady_window_from_the_topic(kafka: KafkaCluster) 
     broker = _Broker(
         kafka.bootstrap_servers, lambda name, n: kafka.create_topic(name, partitions=n), "test"
     )
-    workload = Workload(100, "none", False, 3, 1, 1000, rate=500.0)
+    workload = Workload(100, "none", False, 3, 1, 1000, rate=500)
     result = run_one("aioproducer", workload, 1, broker, timeout=60)
     assert result.status == "ok", result.reason
     assert result.report is not None
