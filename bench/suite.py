@@ -358,8 +358,9 @@ def steady_latency(times: dict[str, Any], records: Sequence[Any]) -> dict[str, A
 
     The window opens once the client's first visit to every partition (its first records
     there, up to the first record that went elsewhere) has been acknowledged, and not
-    before its first second (``warmup_records``). A producer's first requests to a
-    partition can take a broker that has served a few hundred topics 40-50 ms, and
+    before its first second (``warmup_records``). A broker that has served a few hundred
+    topics can take 40-50 ms over a fresh partition's first index entries (written once
+    4 KB have reached it, so in a first visit's second or third request), and
     partitioners reach the last partition at different times: librdkafka's moves on every
     10 ms and has visited 12 partitions within 0.4-0.7 s; one that keeps a partition for
     a whole batch (KIP-794, as Java's and ours) takes 1-2.5 s at 5,000 records/s. A window
@@ -807,8 +808,8 @@ def render_markdown(meta: dict[str, Any], tables: list[tuple[Workload, dict[str,
         "from the first record sent after the client's first visit to every partition (its "
         "first records there, up to one that went elsewhere) was acknowledged, and not before "
         "its first second of records (start-up, e.g. librdkafka's asynchronous producer-id "
-        "set-up). A producer's first requests to a partition can take a broker that has "
-        "served a few hundred topics 40-50 ms, and partitioners reach the last partition at "
+        "set-up). A broker that has served a few hundred topics can take 40-50 ms over a "
+        "fresh partition's first index entries, and partitioners reach the last partition at "
         "different times (librdkafka's within 0.4-0.7 s at 5,000 records/s; KIP-794's, as "
         "Java's and ours, in 1-2.5 s). 'window opens': when that was, seconds after the first "
         "send; 'slowest before it': the largest latency before the window; 'p99 ms from 1 s': "
