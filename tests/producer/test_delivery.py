@@ -27,12 +27,18 @@ async def test_dropped_connections_cause_no_loss_and_no_duplicates(
     total = 150_000
     sent: Sent = {}
     async with Producer(kafka.bootstrap_servers, linger_ms=2, batch_size=8192) as producer:
+        sending = True
 
         async def saboteur() -> None:
-            for _ in range(8):
-                await anyio.sleep(0.15)
-                for conn in list(producer._cluster._connections.values()):
-                    conn.close_nowait(KafkaConnectionError("cut by test"))
+            # Cut every connection every 20 ms while records are being sent, and after
+            # that until a cut has made the producer retry (at most 5 s): a fixed few cuts
+            # could all land while nothing was in flight, and a fast machine sends the
+            # records in a fraction of a second.
+            with anyio.move_on_after(5):
+                while sending or producer.metrics()["records_retried"] == 0:
+                    await anyio.sleep(0.02)
+                    for conn in list(producer._cluster._connections.values()):
+                        conn.close_nowait(KafkaConnectionError("cut by test"))
 
         handles = []
         async with anyio.create_task_group() as tg:
@@ -41,6 +47,7 @@ async def test_dropped_connections_cause_no_loss_and_no_duplicates(
                 value = f"v{i}".encode()
                 key = f"k{i % 97}".encode()
                 handles.append((value, key, await producer.send(topic, value, key=key)))
+            sending = False
         for value, key, handle in handles:
             meta = await handle
             sent[value] = (meta.partition, meta.offset, key, [])
