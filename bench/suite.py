@@ -17,6 +17,7 @@ PNG charts next to it, and every run's raw JSON under ``bench/raw/``. See ``benc
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import dataclasses
 import datetime
@@ -44,8 +45,8 @@ from .clients._common import (
     NUM_KEYS,
     SEQ_DIGITS,
     key_for,
+    latency_figures,
     make_value,
-    percentile,
 )
 
 __all__ = [
@@ -352,9 +353,9 @@ def _partitions_by_seq(records: Sequence[Any], n: int) -> list[int]:
     return partition_of
 
 
-def steady_latency(times: dict[str, Any], records: Sequence[Any]) -> dict[str, Any]:
+def steady_latency(times: dict[str, Any], partition_of: Sequence[int]) -> dict[str, Any]:
     """Percentiles of a paced run's steady state, from the client's per-record times
-    (``--latency-out``) and the topic read back.
+    (``--latency-out``) and the partition each record was read back from.
 
     The window opens once the client's first visit to every partition (its first records
     there, up to the first record that went elsewhere) has been acknowledged, and not
@@ -370,27 +371,22 @@ def steady_latency(times: dict[str, Any], records: Sequence[Any]) -> dict[str, A
     """
     sent: list[float] = times["sent"]
     acked: list[float | None] = times["acked"]
-    partition_of = _partitions_by_seq(records, len(sent))
+    n = len(sent)
     first_visit_acked: dict[int, float] = {}  # partition: its first visit's last ack
     i = 0
-    while i < len(sent):
+    while i < n:
         p = partition_of[i]
         j = i
-        last_ack = 0.0
-        while j < len(sent) and partition_of[j] == p:
-            ack = acked[j]
-            last_ack = max(last_ack, float("inf") if ack is None else ack)
+        while j < n and partition_of[j] == p:
             j += 1
         if p not in first_visit_acked:
             # A visit that lasts to the end (one partition) is over at its first answer.
-            first_ack = acked[i]
-            ends = first_ack if j == len(sent) else last_ack
-            first_visit_acked[p] = float("inf") if ends is None else ends
+            visit = acked[i : i + 1] if j == n else acked[i:j]
+            first_visit_acked[p] = max(float("inf") if a is None else a for a in visit)
         i = j
     every_partition = max(first_visit_acked.values(), default=float("inf"))
-    start = int(times["warmup_records"])
-    while start < len(sent) and sent[start] < every_partition:
-        start += 1
+    # ``sent`` is in send order, so ascending.
+    start = bisect.bisect_left(sent, every_partition, lo=min(int(times["warmup_records"]), n))
     lat = sorted(
         (a - s) * 1000.0 for s, a in zip(sent[start:], acked[start:], strict=True) if a is not None
     )
@@ -399,13 +395,10 @@ def steady_latency(times: dict[str, Any], records: Sequence[Any]) -> dict[str, A
     ]
     return {
         "all_partitions_acked_s": every_partition,
-        "window_start_s": sent[start] if start < len(sent) else float("nan"),
+        "window_start_s": sent[start] if start < n else float("nan"),
         "window_records": len(lat),
         "startup_max_ms": max(before, default=float("nan")),
-        "p50_ms": percentile(lat, 50),
-        "p99_ms": percentile(lat, 99),
-        "p999_ms": percentile(lat, 99.9),
-        "max_ms": lat[-1] if lat else float("nan"),
+        **latency_figures(lat),
     }
 
 
@@ -527,10 +520,11 @@ def _judge(
             except (OSError, json.JSONDecodeError) as exc:
                 problems.append(f"the client's per-record times could not be read: {exc}")
             else:
-                report["latency_steady"] = steady_latency(times, records)
+                partition_of = _partitions_by_seq(records, len(times["sent"]))
+                report["latency_steady"] = steady_latency(times, partition_of)
                 if where := os.environ.get("BENCH_LATENCY_DUMP"):
                     # For looking into a run: its times with each record's partition.
-                    times["partition"] = _partitions_by_seq(records, len(times["sent"]))
+                    times["partition"] = partition_of
                     times["client"], times["round"] = result.client, result.round
                     Path(where, f"{result.topic}.json").write_text(json.dumps(times))
     result.verification = verification

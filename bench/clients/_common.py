@@ -59,6 +59,7 @@ __all__ = [
     "iter_records",
     "iter_values",
     "key_for",
+    "latency_figures",
     "latency_warmup",
     "main_async",
     "main_sync",
@@ -363,6 +364,18 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[int(min(rank, len(sorted_values))) - 1]
 
 
+def latency_figures(lat: list[float]) -> dict[str, float]:
+    """Percentiles, maximum and mean of ascending latencies (ms), as the reports name them."""
+    return {
+        "p50_ms": percentile(lat, 50),
+        "p95_ms": percentile(lat, 95),
+        "p99_ms": percentile(lat, 99),
+        "p999_ms": percentile(lat, 99.9),
+        "max_ms": lat[-1] if lat else float("nan"),
+        "mean_ms": sum(lat) / len(lat) if lat else float("nan"),
+    }
+
+
 def latency_warmup(rate: float, records: int) -> int:
     """How many first records of a paced run the latency figures leave out: one second's
     worth (start-up effects such as a producer id still being fetched), at most a quarter.
@@ -419,12 +432,7 @@ class LatencyLog:
             "kept_rate": actual <= scheduled * 1.05 + 0.05,
             "unacked": missing,
             "warmup_records": skip,
-            "p50_ms": percentile(lat, 50),
-            "p95_ms": percentile(lat, 95),
-            "p99_ms": percentile(lat, 99),
-            "p999_ms": percentile(lat, 99.9),
-            "max_ms": lat[-1] if lat else float("nan"),
-            "mean_ms": sum(lat) / len(lat) if lat else float("nan"),
+            **latency_figures(lat),
         }
 
     def _dump(self) -> None:
