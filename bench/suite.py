@@ -801,7 +801,7 @@ def render_markdown(meta: dict[str, Any], tables: list[tuple[Workload, dict[str,
         "Latency: send call to acknowledgement callback, per record, in the steady state: "
         "from the first record sent after the client's first visit to every partition (its "
         "first records there, up to one that went elsewhere) was acknowledged, and not before "
-        "its first second of records (start-up, e.g. librdkafka's asynchronous producer-id "
+        "its first second of records (at most a quarter of the run; start-up, e.g. librdkafka's asynchronous producer-id "
         "set-up). A broker that has served a few hundred topics can take 40-50 ms over a "
         "fresh partition's first index entries, and partitioners reach the last partition at "
         "different times (librdkafka's within 0.4-0.7 s at 5,000 records/s; KIP-794's, as "
