@@ -3,12 +3,13 @@
 ::
 
     python -m bench.spark_task_cpu [--rows 300000] [--value-size 1000] [--compression lz4]
-        [--reps 2] [--same-topic] [--keyless] [--profile]
+        [--reps 2] [--same-topic] [--keys 50] [--keyless] [--profile]
 
 Feeds ``aioproducer.spark._tasks.write_arrow`` (what each ``spark.write`` task runs) Arrow
 batches shaped like the ones Spark hands a ``spark.write`` task (Spark's default of 10,000
-rows, which the task joins before sending; a string key and a string value that starts
-with the row's number, as in ``bench.spark_compare``), keyed, to a fresh 12-partition
+rows, which the task joins before sending; a string key, the row's number modulo
+``--keys`` (0: the number itself), and a string value that starts with the row's number,
+as in ``bench.spark_compare``), keyed, to a fresh 12-partition
 topic of one local broker, with ``spark_compare``'s producer settings (``--keyless``: the
 value column alone). Reports the process's CPU per row and each thread's (the task thread,
 the producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
@@ -32,7 +33,7 @@ import uuid
 from typing import Any
 
 
-def _batches(rows: int, value_size: int) -> list[Any]:
+def _batches(rows: int, value_size: int, keys: int) -> list[Any]:
     import pyarrow as pa
 
     per_batch = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
@@ -40,9 +41,9 @@ def _batches(rows: int, value_size: int) -> list[Any]:
     out = []
     for start in range(0, rows, per_batch):
         ids = range(start, min(rows, start + per_batch))
-        keys = pa.array([str(i) for i in ids], pa.string())
+        key_column = pa.array([str(i % keys if keys else i) for i in ids], pa.string())
         values = pa.array([f"{i:012d}{filler}" for i in ids], pa.string())
-        out.append(pa.RecordBatch.from_arrays([keys, values], ["key", "value"]))
+        out.append(pa.RecordBatch.from_arrays([key_column, values], ["key", "value"]))
     return out
 
 
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compression", default="lz4")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--same-topic", action="store_true")
+    parser.add_argument("--keys", type=int, default=50, help="distinct keys (0: one per row)")
     parser.add_argument("--keyless", action="store_true")
     parser.add_argument("--profile", action="store_true")
     ns = parser.parse_args(argv)
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     from aioproducer.testing import KafkaCluster
     from bench.spark_compare import Settings, task_spec
 
-    data = _batches(ns.rows, ns.value_size)
+    data = _batches(ns.rows, ns.value_size, ns.keys)
     fields = {"key": T.StringType(), "value": T.StringType()}
     if ns.keyless:
         data = [batch.select(["value"]) for batch in data]
