@@ -6,6 +6,7 @@ the shared ``kafka`` fixture.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from pathlib import Path
@@ -263,6 +264,8 @@ def test_a_paced_client_writes_its_per_record_times(tmp_path: Path) -> None:
     assert times["sent"] == [0.0, 0.01, 0.02]
     assert times["acked"] == [0.005, None, 0.03]
     assert times["warmup_records"] == 0
+    # Collections after the run are not recorded: the log's callback is gone.
+    assert all(getattr(callback, "__self__", None) is not log for callback in gc.callbacks)
 
 
 def test_a_tiny_end_to_end_run(kafka: KafkaCluster) -> None:

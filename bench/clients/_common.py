@@ -413,6 +413,10 @@ class LatencyLog:
 
     def summary(self) -> dict[str, Any]:
         """Percentiles in milliseconds, and whether the sender kept to the schedule."""
+        # The run is over: later collections are not its, and a process that outlives
+        # the log (the tests') must not keep its callback.
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         self._dump()
         missing = sum(1 for a in self.acked if a <= 0.0)
         skip = latency_warmup(self.rate, self.records)
