@@ -9,12 +9,12 @@ Feeds ``aioproducer.spark._tasks.write_arrow`` (what each ``spark.write`` task r
 batches shaped like the ones Spark hands a ``spark.write`` task (Spark's default of 10,000
 rows, which the task joins before sending; a string key, the row's number modulo
 ``--keys`` (0: the number itself), and a string value that starts with the row's number,
-as in ``bench.spark_compare``), keyed, to a fresh 12-partition
-topic of one local broker, with ``spark_compare``'s producer settings (``--keyless``: the
-value column alone). Reports the process's CPU per row and each thread's (the task thread,
-the producer's loop, its worker threads) from ``/proc``: CPU counters, which other work on
-the machine disturbs far less than wall time, and minor page faults per 100k rows (first
-touches of fresh memory, 2-14 µs each on the VMs measured). ``--same-topic`` writes every rep after the
+as in ``bench.spark_compare``), keyed, to a fresh 12-partition topic of one local broker,
+with ``spark_compare``'s producer settings (``--keyless``: the value column alone).
+Reports the process's CPU per row and each thread's (the task thread, the producer's loop,
+its worker threads) from ``/proc``: CPU counters, which other work on the machine disturbs
+far less than wall time, and minor page faults per 100k rows (first touches of fresh
+memory, 2-14 µs each on the VMs measured). ``--same-topic`` writes every rep after the
 first to the first rep's topic (its compression ratio estimate already learnt);
 ``--profile`` adds cProfile tables of the task thread and the loop thread (last rep).
 """
@@ -36,12 +36,14 @@ from typing import Any
 def _batches(rows: int, value_size: int, keys: int) -> list[Any]:
     import pyarrow as pa
 
+    from bench.spark_compare import key_of
+
     per_batch = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
     filler = "." * (value_size - 12)
     out = []
     for start in range(0, rows, per_batch):
         ids = range(start, min(rows, start + per_batch))
-        key_column = pa.array([str(i % keys if keys else i) for i in ids], pa.string())
+        key_column = pa.array([key_of(i, keys) for i in ids], pa.binary()).cast(pa.string())
         values = pa.array([f"{i:012d}{filler}" for i in ids], pa.string())
         out.append(pa.RecordBatch.from_arrays([key_column, values], ["key", "value"]))
     return out
