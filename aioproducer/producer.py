@@ -546,9 +546,13 @@ class Producer:
         # batch per partition): each of their passes answers and sends at most one wave
         # of requests, and at half of max_request_size (most of a megabyte) the appends
         # outran them, so requests went out late, the buffer filled up and flush() was
-        # left most of the sending to do.
+        # left most of the sending to do. Counted in uncompressed bytes, as runs are: a
+        # compressed batch holds more of them.
         config = self.config
-        whole = min(config.max_request_size, config.batch_size * len(info.partitions))
+        fill = self._acc.fill_limit(topic)
+        whole = min(
+            config.max_request_size * fill // config.batch_size, fill * len(info.partitions)
+        )
         step = max(_MIN_BULK_STEP, whole // 2)
         unsent = 0
         woke = False

@@ -64,3 +64,24 @@ async def test_send_bulk_yields_every_half_request_of_the_topic() -> None:
             # what it lets out, so yields stay at least 64 KiB apart: about 21, not 82.
             narrow = await _passes_during(producer, "narrow", values)
             assert 16 <= narrow <= 26
+
+
+async def test_compressed_batches_hold_more_so_send_bulk_yields_less_often() -> None:
+    # Runs are counted in uncompressed bytes; a compressed batch holds more of them once
+    # the topic's ratio is known (after one bulk, these batches hold about 1.7 times
+    # their batch_size), and so does a request: 9 yields, not 17.
+    with FakeCluster(brokers=1) as fake:
+        fake.create_topic("wide", partitions=_PARTITIONS)
+        values = [b"%06d" % i + b"x" * 94 for i in range(12_000)]
+        passes = {}
+        for codec in ("none", "lz4"):
+            async with Producer(
+                fake.bootstrap_servers,
+                linger_ms=30_000,
+                batch_size=_BATCH,
+                compression_type=codec,
+            ) as producer:
+                await _passes_during(producer, "wide", values)  # learns the ratio
+                passes[codec] = await _passes_during(producer, "wide", values)
+        assert 14 <= passes["none"] <= 20
+        assert passes["lz4"] <= 12
