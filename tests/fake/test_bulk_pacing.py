@@ -56,7 +56,7 @@ async def test_send_bulk_yields_every_half_request_of_the_topic() -> None:
             # 12,000 records of 100 B: 1.63 MB as the buffer counts them (136 B each).
             values = [b"%06d" % i + b"x" * 94 for i in range(12_000)]
             # A request to "wide" carries up to 12 batches of 16 KiB: a yield every 96 KiB,
-            # 17 in all. At half of max_request_size (512 KiB) it was 3; after every
+            # 17 in all. At half of max_request_size (512 KiB) it was 4; after every
             # full batch it would be 82.
             wide = await _passes_during(producer, "wide", values)
             assert 14 <= wide <= 20
