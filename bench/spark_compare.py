@@ -853,15 +853,10 @@ def main(argv: list[str] | None = None) -> int:
         "arrow-floor": "mapInArrow doing nothing (floor)",
     }
     settings = Settings(ns.batch_size, "<workload's>", ns.buffer_memory)
-    key_text = (
-        (
-            "a string key of "
-            + (f"{ns.keys} distinct values" if ns.keys else "a distinct value per row")
-            + " and a "
-        )
-        if keyed
-        else ""
-    )
+    key_text = ""
+    if keyed:
+        distinct = f"{ns.keys} distinct values" if ns.keys else "a distinct value per row"
+        key_text = f"a string key of {distinct} and a "
     lines = [
         "# Writing a DataFrame to Kafka from PySpark",
         "",

@@ -43,7 +43,7 @@ def _batches(rows: int, value_size: int, keys: int) -> list[Any]:
     out = []
     for start in range(0, rows, per_batch):
         ids = range(start, min(rows, start + per_batch))
-        key_column = pa.array([key_of(i, keys) for i in ids], pa.binary()).cast(pa.string())
+        key_column = pa.array([key_of(i, keys).decode() for i in ids], pa.string())
         values = pa.array([f"{i:012d}{filler}" for i in ids], pa.string())
         out.append(pa.RecordBatch.from_arrays([key_column, values], ["key", "value"]))
     return out
